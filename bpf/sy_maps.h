@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Maps shared by the switchyard programs. All are pinned by name under the
+ * agent's bpffs directory so that a restarted agent (and the next program
+ * version) reuses them: the wire never sees an empty table. Sizes here are
+ * defaults; the agent sets the real ones before load.
+ */
+#ifndef SY_MAPS_H
+#define SY_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "sy_common.h"
+
+#define SY_DEFAULT_MAX_SERVICES 65536
+#define SY_DEFAULT_MAX_BACKENDS 262144
+
+/* Frontend (IPv4) → service. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
+	__type(key, struct sy_svc4_key);
+	__type(value, struct sy_svc_val);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_svc4 SEC(".maps");
+
+/* Frontend (IPv6) → service. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
+	__type(key, struct sy_svc6_key);
+	__type(value, struct sy_svc_val);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_svc6 SEC(".maps");
+
+/* Backend id → address, port, flags. Ids are never reused while referenced. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SY_DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct sy_backend);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_backend SEC(".maps");
+
+/*
+ * Service id → its Maglev table (array of backend ids). BPF_F_INNER_MAP lets
+ * every service have a table of its own size; a new table is built aside and
+ * swapped in with one update of the outer slot, so a lookup sees either the
+ * whole old table or the whole new one.
+ */
+struct sy_maglev_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 251);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_INNER_MAP);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct sy_maglev_inner);
+} sy_maglev SEC(".maps");
+
+/* {socket cookie, backend} → frontend, for recvmsg/getpeername (IPv4). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct sy_sock_revnat4_key);
+	__type(value, struct sy_sock_revnat4_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_sock_revnat4 SEC(".maps");
+
+/* IPv6 twin of sy_sock_revnat4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct sy_sock_revnat6_key);
+	__type(value, struct sy_sock_revnat6_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_sock_revnat6 SEC(".maps");
+
+/* {client netns, service} → sticky backend for sessionAffinity: ClientIP. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct sy_affinity_key);
+	__type(value, struct sy_affinity_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_affinity SEC(".maps");
+
+/* Per-service counters, indexed by svc_id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
+	__type(key, __u32);
+	__type(value, struct sy_svc_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_svc_stats SEC(".maps");
+
+/* Counters per drop reason (enum sy_drop_reason). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SY_DROP__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_drops SEC(".maps");
+
+static __always_inline void sy_count_drop(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&sy_drops, &reason);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct sy_svc_stats *sy_svc_stats_of(__u32 svc_id)
+{
+	return bpf_map_lookup_elem(&sy_svc_stats, &svc_id);
+}
+
+#endif /* SY_MAPS_H */

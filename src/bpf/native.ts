@@ -1,0 +1,117 @@
+/**
+ * Typed view of the native addon (native/src/addon.cc). Everything here is a
+ * direct libbpf / bpf(2) call; the classes in this folder add validation.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface NativeProgram {
+  name: string;
+  section: string;
+  fd: number;
+  type: number;
+  expectedAttachType: number;
+}
+
+export interface NativeMapDesc {
+  name: string;
+  fd: number;
+  type: number;
+  keySize: number;
+  valueSize: number;
+  maxEntries: number;
+  internal: boolean;
+  pinPath: string | null;
+}
+
+export interface NativeBpfObject {
+  setMapMaxEntries(name: string, n: number): void;
+  setGlobal(name: string, value: Buffer): void;
+  load(): void;
+  programs(): NativeProgram[];
+  maps(): NativeMapDesc[];
+  close(): void;
+}
+
+export interface MapInfo {
+  id: number;
+  type: number;
+  keySize: number;
+  valueSize: number;
+  maxEntries: number;
+  flags: number;
+  name: string;
+}
+
+export interface LinkInfo {
+  id: number;
+  progId: number;
+  type: number;
+  cgroupId?: bigint;
+  attachType?: number;
+}
+
+export interface BtfStruct {
+  size: number;
+  members: { name: string; offset: number; size: number }[];
+}
+
+export interface NativeAddon {
+  BpfObject: new (path: string, pinRoot: string | null) => NativeBpfObject;
+  close(fd: number): void;
+  objPin(fd: number, path: string): void;
+  objGet(path: string): number;
+  linkCreateCgroup(progFd: number, cgroupPath: string, attachType: number): number;
+  linkUpdate(linkFd: number, progFd: number): void;
+  linkDetach(linkFd: number): void;
+  linkInfo(fd: number): LinkInfo;
+  progInfo(fd: number): { id: number; type: number; name: string; runCount: bigint };
+  mapInfo(fd: number): MapInfo;
+  mapGetFdById(id: number): number;
+  mapCreate(type: number, keySize: number, valueSize: number, maxEntries: number, flags: number, name: string): number;
+  mapLookup(fd: number, key: Buffer, valueSize: number): Buffer | null;
+  mapUpdate(fd: number, key: Buffer, value: Buffer, flags: number): void;
+  mapDelete(fd: number, key: Buffer): boolean;
+  mapDump(fd: number, keySize: number, valueSize: number): { keys: Buffer; values: Buffer; count: number };
+  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): number;
+  mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
+  progTestRun(fd: number, data: Buffer, repeat: number, outSize: number): { retval: number; data: Buffer; durationNs: number };
+  numPossibleCpus(): number;
+  btfStructs(objPath: string, names: string[]): Record<string, BtfStruct>;
+  libbpfVersion: string;
+}
+
+/** Repository root (this file is at dist/src/bpf/native.js or src/bpf/native.ts). */
+export const repoRoot = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    dir = dirname(dir);
+  }
+  throw new Error('switchyard: cannot find the package root');
+})();
+
+let cached: NativeAddon | undefined;
+
+export function native(): NativeAddon {
+  if (cached) return cached;
+  const path = join(repoRoot, 'native', 'build', 'Release', 'switchyard_bpf.node');
+  if (!existsSync(path)) {
+    throw new Error(`switchyard: native addon not built (${path} missing); run "npm run build"`);
+  }
+  cached = createRequire(import.meta.url)(path) as NativeAddon;
+  return cached;
+}
+
+/** Error thrown by the addon: a libbpf / bpf(2) failure with its errno. */
+export interface BpfError extends Error {
+  errno: number;
+  code: string;
+  syscall: string;
+}
+
+export function isBpfError(e: unknown, code?: string): e is BpfError {
+  return e instanceof Error && typeof (e as BpfError).errno === 'number' && (code === undefined || (e as BpfError).code === code);
+}

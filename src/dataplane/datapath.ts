@@ -1,0 +1,252 @@
+/**
+ * The socket-LB datapath of one node: loads bpf/sock_lb.o with its maps pinned
+ * under the agent's bpffs directory, attaches the cgroup hooks through pinned
+ * links, and hands out typed views of the maps.
+ *
+ * Pins are what make restarts invisible on the wire: maps are reused by name
+ * (libbpf checks they are compatible), and an existing pinned link gets the
+ * new program swapped in with one bpf_link_update() instead of a detach and
+ * re-attach.
+ */
+import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
+import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
+import { BPF_F_INNER_MAP, MapType, attachTypeName } from '../bpf/constants.js';
+import { ensureBpffs } from '../util/sys.js';
+import {
+  affinityKeyCodec, affinityValCodec, backendCodec, checkLayouts, ALL_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
+  sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
+  svcStatsCodec, svcValCodec,
+} from './layout.js';
+
+export const SOCK_LB_OBJECT = join(repoRoot, 'bpf', 'sock_lb.o');
+
+export interface DatapathOptions {
+  /** bpffs directory owned by this agent, e.g. /sys/fs/bpf/switchyard. */
+  bpfRoot: string;
+  /** cgroup v2 directory whose processes get socket-level LB. */
+  cgroupPath: string;
+  maxServices?: number;
+  maxBackends?: number;
+  affinityEntries?: number;
+  revnatEntries?: number;
+  /** Translate IPv4-mapped IPv6 destinations on AF_INET6 sockets. */
+  v4InV6?: boolean;
+  objectPath?: string;
+}
+
+export interface AttachedLink {
+  program: string;
+  attachType: string;
+  linkId: number;
+  progId: number;
+  /** 'created' on first attach, 'updated' when a pinned link got the new program. */
+  how: 'created' | 'updated';
+}
+
+export const DEFAULTS = {
+  maxServices: 65536,
+  maxBackends: 262144,
+  affinityEntries: 262144,
+  revnatEntries: 262144,
+};
+
+const linkDir = (root: string) => join(root, 'links');
+
+export class SocketLbDatapath {
+  readonly svc4;
+  readonly svc6;
+  readonly backends;
+  readonly revnat4;
+  readonly revnat6;
+  readonly affinity;
+  readonly svcStats;
+  readonly drops;
+  /** sy_maglev: outer array, svc_id → inner table. Values written are inner map fds; read back as map ids. */
+  readonly maglev;
+  readonly links: AttachedLink[] = [];
+  private readonly programs: NativeProgram[];
+
+  private constructor(
+    private readonly obj: NativeBpfObject,
+    readonly opts: Required<Omit<DatapathOptions, 'objectPath'>> & { objectPath: string },
+  ) {
+    const fds = new Map(obj.maps().map((m) => [m.name, m.fd]));
+    const fd = (name: string) => {
+      const f = fds.get(name);
+      if (f === undefined) throw new Error(`${opts.objectPath}: no map ${name}`);
+      return f;
+    };
+    this.svc4 = new BpfMap(fd('sy_svc4'), svc4KeyCodec, svcValCodec);
+    this.svc6 = new BpfMap(fd('sy_svc6'), svc6KeyCodec, svcValCodec);
+    this.backends = new BpfMap(fd('sy_backend'), u32Codec, backendCodec);
+    this.revnat4 = new BpfMap(fd('sy_sock_revnat4'), sockRevnat4KeyCodec, sockRevnat4ValCodec);
+    this.revnat6 = new BpfMap(fd('sy_sock_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
+    this.affinity = new BpfMap(fd('sy_affinity'), affinityKeyCodec, affinityValCodec);
+    this.svcStats = new BpfMap(fd('sy_svc_stats'), u32Codec, svcStatsCodec);
+    this.drops = new BpfMap(fd('sy_drops'), u32Codec, u64Codec);
+    this.maglev = new BpfMap(fd('sy_maglev'), u32Codec, u32Codec);
+    this.programs = obj.programs();
+  }
+
+  /**
+   * Opens and loads the object, reusing maps already pinned under bpfRoot.
+   * Refuses to go on when the TypeScript mirrors disagree with the object's BTF.
+   */
+  static load(o: DatapathOptions): SocketLbDatapath {
+    const opts = {
+      maxServices: o.maxServices ?? DEFAULTS.maxServices,
+      maxBackends: o.maxBackends ?? DEFAULTS.maxBackends,
+      affinityEntries: o.affinityEntries ?? DEFAULTS.affinityEntries,
+      revnatEntries: o.revnatEntries ?? DEFAULTS.revnatEntries,
+      v4InV6: o.v4InV6 ?? true,
+      bpfRoot: o.bpfRoot,
+      cgroupPath: o.cgroupPath,
+      objectPath: o.objectPath ?? SOCK_LB_OBJECT,
+    };
+    if (!existsSync(opts.objectPath)) throw new Error(`BPF object ${opts.objectPath} missing; run "npm run build"`);
+    const problems = checkLayouts(native().btfStructs(opts.objectPath, ALL_STRUCTS.map((s) => s.cStruct)));
+    if (problems.length > 0) {
+      throw new Error(`C and TypeScript layouts disagree in ${opts.objectPath}:\n  ${problems.join('\n  ')}`);
+    }
+    ensureBpffs(opts.bpfRoot);
+    const obj = new (native().BpfObject)(opts.objectPath, opts.bpfRoot);
+    try {
+      obj.setMapMaxEntries('sy_svc4', opts.maxServices);
+      obj.setMapMaxEntries('sy_svc6', opts.maxServices);
+      obj.setMapMaxEntries('sy_maglev', opts.maxServices);
+      obj.setMapMaxEntries('sy_svc_stats', opts.maxServices);
+      obj.setMapMaxEntries('sy_backend', opts.maxBackends);
+      obj.setMapMaxEntries('sy_affinity', opts.affinityEntries);
+      obj.setMapMaxEntries('sy_sock_revnat4', opts.revnatEntries);
+      obj.setMapMaxEntries('sy_sock_revnat6', opts.revnatEntries);
+      const feat = Buffer.alloc(4);
+      feat.writeUInt32LE(opts.v4InV6 ? FEAT_V4_IN_V6 : 0);
+      obj.setGlobal('sy_cfg_features', feat);
+      try {
+        obj.load();
+      } catch (e) {
+        if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
+          throw new Error(
+            `maps pinned under ${opts.bpfRoot} do not match this build or these sizes; ` +
+              `run "switchyard cleanup --bpf-root ${opts.bpfRoot} --cgroup ${opts.cgroupPath}" first.\n${e.message}`,
+          );
+        }
+        throw e;
+      }
+      return new SocketLbDatapath(obj, opts);
+    } catch (e) {
+      obj.close();
+      throw e;
+    }
+  }
+
+  /**
+   * Attaches every hook of the object to the cgroup. A link already pinned
+   * for the same hook and cgroup is kept and given the new program, so
+   * connections in flight never meet a moment without a hook.
+   */
+  attach(): AttachedLink[] {
+    const cg = this.opts.cgroupPath;
+    const cgroupId = BigInt(statSync(cg).ino);
+    mkdirSync(linkDir(this.opts.bpfRoot), { recursive: true });
+    this.links.length = 0;
+    for (const p of this.programs) {
+      const pin = join(linkDir(this.opts.bpfRoot), p.name);
+      let how: AttachedLink['how'] = 'created';
+      let linkFd: number | undefined;
+      if (existsSync(pin)) {
+        const old = native().objGet(pin);
+        const info = native().linkInfo(old);
+        if (info.cgroupId === cgroupId && info.attachType === p.expectedAttachType) {
+          native().linkUpdate(old, p.fd);
+          linkFd = old;
+          how = 'updated';
+        } else {
+          // Pinned for another cgroup (the flag changed): replace it.
+          native().linkDetach(old);
+          native().close(old);
+          unlinkSync(pin);
+        }
+      }
+      if (linkFd === undefined) {
+        linkFd = native().linkCreateCgroup(p.fd, cg, p.expectedAttachType);
+        native().objPin(linkFd, pin);
+      }
+      const info = native().linkInfo(linkFd);
+      native().close(linkFd);
+      this.links.push({ program: p.name, attachType: attachTypeName(p.expectedAttachType), linkId: info.id, progId: info.progId, how });
+    }
+    return this.links;
+  }
+
+  /** Creates an empty Maglev inner table of M + 1 slots (slot 0 = M). Caller closes the fd. */
+  createMaglevTable(m: number, svcId: number): BpfMap<number, number> {
+    const fd = native().mapCreate(MapType.ARRAY, 4, 4, m + 1, BPF_F_INNER_MAP, `sy_mg_${svcId}`.slice(0, 15));
+    return new BpfMap(fd, u32Codec, u32Codec, `sy_mg_${svcId}`);
+  }
+
+  /** Opens the inner table currently installed for svcId, or undefined. Caller closes it. */
+  openMaglevTable(svcId: number): BpfMap<number, number> | undefined {
+    const id = this.maglev.lookup(svcId);
+    if (!id) return undefined;
+    try {
+      return new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
+    } catch (e) {
+      if (isBpfError(e, 'ENOENT')) return undefined;
+      throw e;
+    }
+  }
+
+  /** Counts per drop reason, summed over CPUs. */
+  dropCounts(): bigint[] {
+    const out: bigint[] = [];
+    for (let i = 0; i < DROP_REASON_SLOTS; i++) out.push((this.drops.lookupPerCpu(i) ?? []).reduce((a, b) => a + b, 0n));
+    return out;
+  }
+
+  /** Releases this process's handles; pinned maps and links keep the datapath running. */
+  close(): void {
+    this.obj.close();
+  }
+}
+
+/**
+ * Detaches every hook and removes every pin under bpfRoot that switchyard
+ * made. Returns what was removed. Safe to run twice.
+ */
+export function cleanupDatapath(bpfRoot: string): string[] {
+  const removed: string[] = [];
+  if (!existsSync(bpfRoot)) return removed;
+  const ld = linkDir(bpfRoot);
+  if (existsSync(ld)) {
+    for (const name of readdirSync(ld)) {
+      const pin = join(ld, name);
+      try {
+        const fd = native().objGet(pin);
+        try {
+          native().linkDetach(fd);
+        } finally {
+          native().close(fd);
+        }
+      } catch (e) {
+        if (!isBpfError(e)) throw e;
+      }
+      unlinkSync(pin);
+      removed.push(pin);
+    }
+    rmdirSync(ld);
+  }
+  for (const name of readdirSync(bpfRoot)) {
+    const p = join(bpfRoot, name);
+    if (statSync(p).isDirectory()) {
+      rmSync(p, { recursive: true });
+    } else {
+      unlinkSync(p);
+    }
+    removed.push(p);
+  }
+  rmdirSync(bpfRoot);
+  return removed;
+}

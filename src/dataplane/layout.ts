@@ -1,0 +1,190 @@
+/**
+ * TypeScript mirrors of the C structs in bpf/sy_common.h. Each mirror names
+ * its C struct and lists every field with its byte offset; checkLayouts()
+ * compares them with the BTF of the compiled object (test/unit/layout.test.ts
+ * and agent start-up), so the two cannot drift apart silently.
+ */
+import type { Codec } from '../bpf/map.js';
+import type { BtfStruct } from '../bpf/native.js';
+import { ip4FromBytes, ip6FromBytes, ipToBytes } from '../util/ip.js';
+
+type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 'be16' | 'ip4' | 'ip6' | 'addr16';
+const KIND_SIZE: Record<FieldKind, number> = { u8: 1, u16: 2, u32: 4, u64: 8, be16: 2, ip4: 4, ip6: 16, addr16: 16 };
+
+interface FieldSpec {
+  name: string;
+  offset: number;
+  kind: FieldKind;
+}
+
+/** A codec built from a field table; 'addr16' holds IPv4 in its first 4 bytes or IPv6 in all 16. */
+export interface StructCodec<T> extends Codec<T> {
+  readonly cStruct: string;
+  readonly fields: readonly FieldSpec[];
+}
+
+function defineStruct<T extends object>(cStruct: string, size: number, fields: [keyof T & string, number, FieldKind][]): StructCodec<T> {
+  const specs = fields.map(([name, offset, kind]) => ({ name, offset, kind }));
+  return {
+    cStruct,
+    size,
+    fields: specs,
+    encode(v: T, buf = Buffer.alloc(size)): Buffer {
+      buf.fill(0, 0, size);
+      const rec = v as Record<string, unknown>;
+      for (const f of specs) {
+        const x = rec[f.name];
+        switch (f.kind) {
+          case 'u8': buf.writeUInt8(x as number, f.offset); break;
+          case 'u16': buf.writeUInt16LE(x as number, f.offset); break;
+          case 'u32': buf.writeUInt32LE((x as number) >>> 0, f.offset); break;
+          case 'u64': buf.writeBigUInt64LE(x as bigint, f.offset); break;
+          case 'be16': buf.writeUInt16BE(x as number, f.offset); break;
+          case 'ip4': if (ipToBytes(x as string, buf, f.offset) !== 4) throw new Error(`${cStruct}.${f.name}: not IPv4: ${x}`); break;
+          case 'ip6': if (ipToBytes(x as string, buf, f.offset) !== 6) throw new Error(`${cStruct}.${f.name}: not IPv6: ${x}`); break;
+          case 'addr16': ipToBytes(x as string, buf, f.offset); break;
+        }
+      }
+      return buf;
+    },
+    decode(buf: Buffer): T {
+      const out: Record<string, unknown> = {};
+      for (const f of specs) {
+        switch (f.kind) {
+          case 'u8': out[f.name] = buf.readUInt8(f.offset); break;
+          case 'u16': out[f.name] = buf.readUInt16LE(f.offset); break;
+          case 'u32': out[f.name] = buf.readUInt32LE(f.offset); break;
+          case 'u64': out[f.name] = buf.readBigUInt64LE(f.offset); break;
+          case 'be16': out[f.name] = buf.readUInt16BE(f.offset); break;
+          case 'ip4': out[f.name] = ip4FromBytes(buf, f.offset); break;
+          case 'ip6': out[f.name] = ip6FromBytes(buf, f.offset); break;
+          // Raw: the struct's family field says how to read it (see backendCodec).
+          case 'addr16': out[f.name] = buf.subarray(f.offset, f.offset + 16); break;
+        }
+      }
+      return out as T;
+    },
+  };
+}
+
+export const SCOPE_EXTERNAL = 0;
+export const SCOPE_INTERNAL = 1;
+
+export const SVC_F_AFFINITY = 1 << 0;
+export const SVC_F_NODEPORT = 1 << 1;
+export const SVC_F_EXTERNAL = 1 << 2;
+
+export const BE_F_LOCAL = 1 << 0;
+export const BE_F_TERMINATING = 1 << 1;
+
+export const FEAT_V4_IN_V6 = 1 << 0;
+
+/** Slot 0 of every Maglev inner table holds its size M; slots 1..M hold backend ids. */
+export const MAGLEV_SIZE_SLOT = 0;
+
+export const IPPROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
+export function protoName(p: number): 'TCP' | 'UDP' | 'SCTP' | string {
+  return p === 6 ? 'TCP' : p === 17 ? 'UDP' : p === 132 ? 'SCTP' : `proto-${p}`;
+}
+
+export const DROP_REASONS = ['no_backend', 'no_maglev_table', 'backend_missing', 'revnat_update', 'family_mismatch'] as const;
+export const DROP_REASON_SLOTS = 8;
+
+export interface Svc4Key { addr: string; port: number; proto: number; scope: number }
+export interface Svc6Key { addr: string; port: number; proto: number; scope: number }
+export interface SvcVal { svcId: number; backendCount: number; flags: number; affinityTimeout: number }
+export interface BackendVal { addr: string; port: number; proto: number; family: 4 | 6; flags: number }
+export interface SockRevnatKey { cookie: bigint; addr: string; port: number }
+export interface SockRevnatVal { addr: string; port: number; svcId: number }
+export interface AffinityKey { client: bigint; svcId: number }
+export interface AffinityVal { lastUsedNs: bigint; backendId: number }
+export interface SvcStats { translations: bigint; refused: bigint }
+
+export const svc4KeyCodec = defineStruct<Svc4Key>('sy_svc4_key', 8, [
+  ['addr', 0, 'ip4'], ['port', 4, 'be16'], ['proto', 6, 'u8'], ['scope', 7, 'u8'],
+]);
+export const svc6KeyCodec = defineStruct<Svc6Key>('sy_svc6_key', 20, [
+  ['addr', 0, 'ip6'], ['port', 16, 'be16'], ['proto', 18, 'u8'], ['scope', 19, 'u8'],
+]);
+export const svcValCodec = defineStruct<SvcVal>('sy_svc_val', 16, [
+  ['svcId', 0, 'u32'], ['backendCount', 4, 'u16'], ['flags', 6, 'u16'], ['affinityTimeout', 8, 'u32'],
+]);
+
+interface RawBackend { addr: Buffer | string; port: number; proto: number; family: number; flags: number }
+const rawBackendCodec = defineStruct<RawBackend>('sy_backend', 24, [
+  ['addr', 0, 'addr16'], ['port', 16, 'be16'], ['proto', 18, 'u8'], ['family', 19, 'u8'], ['flags', 20, 'u16'],
+]);
+export const backendCodec: StructCodec<BackendVal> = {
+  ...rawBackendCodec,
+  encode: (v, buf) => rawBackendCodec.encode(v, buf),
+  decode(buf) {
+    const r = rawBackendCodec.decode(buf);
+    const raw = r.addr as Buffer;
+    const family = r.family === 6 ? 6 : 4;
+    return { ...r, family, addr: family === 6 ? ip6FromBytes(raw) : ip4FromBytes(raw) };
+  },
+};
+
+export const sockRevnat4KeyCodec = defineStruct<SockRevnatKey>('sy_sock_revnat4_key', 16, [
+  ['cookie', 0, 'u64'], ['addr', 8, 'ip4'], ['port', 12, 'be16'],
+]);
+export const sockRevnat4ValCodec = defineStruct<SockRevnatVal>('sy_sock_revnat4_val', 12, [
+  ['addr', 0, 'ip4'], ['port', 4, 'be16'], ['svcId', 8, 'u32'],
+]);
+export const sockRevnat6KeyCodec = defineStruct<SockRevnatKey>('sy_sock_revnat6_key', 32, [
+  ['cookie', 0, 'u64'], ['addr', 8, 'ip6'], ['port', 24, 'be16'],
+]);
+export const sockRevnat6ValCodec = defineStruct<SockRevnatVal>('sy_sock_revnat6_val', 24, [
+  ['addr', 0, 'ip6'], ['port', 16, 'be16'], ['svcId', 20, 'u32'],
+]);
+export const affinityKeyCodec = defineStruct<AffinityKey>('sy_affinity_key', 16, [
+  ['client', 0, 'u64'], ['svcId', 8, 'u32'],
+]);
+export const affinityValCodec = defineStruct<AffinityVal>('sy_affinity_val', 16, [
+  ['lastUsedNs', 0, 'u64'], ['backendId', 8, 'u32'],
+]);
+export const svcStatsCodec = defineStruct<SvcStats>('sy_svc_stats', 16, [
+  ['translations', 0, 'u64'], ['refused', 8, 'u64'],
+]);
+
+export const ALL_STRUCTS: readonly StructCodec<any>[] = [
+  svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat4KeyCodec, sockRevnat4ValCodec,
+  sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec,
+];
+
+/** C field name for a TS field name: svcId → svc_id, lastUsedNs → last_used_ns. */
+function cName(ts: string): string {
+  return ts.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/**
+ * Compares every mirror with the compiled object's BTF. Returns a list of
+ * human-readable mismatches (empty when everything agrees). Padding members
+ * (named pad*) in C need no mirror; every other member must be mirrored at
+ * the same offset with the same size.
+ */
+export function checkLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<any>[] = ALL_STRUCTS): string[] {
+  const problems: string[] = [];
+  for (const s of structs) {
+    const b = btf[s.cStruct];
+    if (!b) {
+      problems.push(`struct ${s.cStruct}: not in the object's BTF`);
+      continue;
+    }
+    if (b.size !== s.size) problems.push(`struct ${s.cStruct}: size ${b.size} in C, ${s.size} in TypeScript`);
+    for (const m of b.members) {
+      if (m.name.startsWith('pad')) continue;
+      const f = s.fields.find((x) => cName(x.name) === m.name);
+      if (!f) {
+        problems.push(`struct ${s.cStruct}: member ${m.name} has no TypeScript mirror`);
+        continue;
+      }
+      if (f.offset !== m.offset) problems.push(`struct ${s.cStruct}.${m.name}: offset ${m.offset} in C, ${f.offset} in TypeScript`);
+      if (KIND_SIZE[f.kind] !== m.size) problems.push(`struct ${s.cStruct}.${m.name}: size ${m.size} in C, ${KIND_SIZE[f.kind]} in TypeScript`);
+    }
+    for (const f of s.fields) {
+      if (!b.members.some((m) => m.name === cName(f.name))) problems.push(`struct ${s.cStruct}: TypeScript field ${f.name} is not in C`);
+    }
+  }
+  return problems;
+}

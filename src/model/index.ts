@@ -1,0 +1,321 @@
+/**
+ * The model: Services + EndpointSlices + this Node -> DesiredState.
+ *
+ * Pure and deterministic: no I/O, no clock, no globals; the same input gives
+ * the same output regardless of the order of the input arrays (except which of
+ * two objects with the same namespace/name is kept: the first).
+ *
+ * kube-proxy semantics followed: Kubernetes v1.34 (pkg/proxy/topology.go,
+ * serviceport.go, servicechangetracker.go, endpointslicecache.go), plus the
+ * duplicate-endpoint fix of kubernetes/kubernetes#135334. See validate.ts,
+ * endpoints.ts and topology.ts for the details of each step.
+ *
+ * Frontends produced per Service port (TCP/UDP) and per IP family the Service
+ * has a cluster IP in (kube-proxy runs one proxier per family and skips a
+ * Service in a family where it has no cluster IP, so e.g. an IPv6 external IP
+ * on an IPv4-only Service is not served):
+ *  - ClusterIP, scope internal: Local endpoints if iTP Local, else Cluster.
+ *  - NodePort (nodePort > 0, type NodePort/LoadBalancer) on each node address
+ *    of the family, LoadBalancer on each VIP-mode ingress IP, ExternalIP on each
+ *    spec.externalIPs entry; each twice:
+ *      scope external: Local endpoints if eTP Local, else Cluster;
+ *      scope internal: Cluster endpoints (kube-proxy short-circuits traffic
+ *      from inside the cluster to the Cluster-policy chain even with eTP
+ *      Local), or Local when no Cluster set was computed.
+ *
+ * Backends are only taken from endpoints of the frontend's family.
+ */
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { buildEndpointsMap, portKey, serviceKey, type EndpointInfo } from './endpoints.js';
+import { compareAddr, parseIP, type ParsedIP } from './ip.js';
+import { categorizeEndpoints } from './topology.js';
+import {
+  normalizeService,
+  normalizeSlice,
+  type ServicePortSpec,
+  type ServiceSpecNorm,
+  type SliceNorm,
+} from './validate.js';
+import type {
+  Backend,
+  DesiredState,
+  Family,
+  Frontend,
+  FrontendType,
+  NodeInfo,
+  Protocol,
+  Rejection,
+  Scope,
+  ServicePortName,
+} from './types.js';
+import { servicePortKey } from './types.js';
+
+export * from './types.js';
+export { canonicalIP, compareAddr, ipFamily, parseIP } from './ip.js';
+export {
+  LABEL_HEADLESS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  DEFAULT_AFFINITY_TIMEOUT_SEC,
+} from './validate.js';
+
+export const LABEL_TOPOLOGY_ZONE = 'topology.kubernetes.io/zone';
+
+export interface ModelInput {
+  services: V1Service[];
+  endpointSlices: V1EndpointSlice[];
+  node: NodeInfo;
+}
+
+export interface ModelOptions {
+  /**
+   * kube-proxy's --service-proxy-name equivalent: when set, only Services
+   * whose label service.kubernetes.io/service-proxy-name equals it are
+   * handled; when unset, Services carrying that label are ignored.
+   */
+  serviceProxyName?: string;
+}
+
+/** Precedence when two frontends claim the same family/addr/port/protocol/scope. */
+const TYPE_PRECEDENCE: Record<FrontendType, number> = {
+  ClusterIP: 0,
+  LoadBalancer: 1,
+  ExternalIP: 2,
+  NodePort: 3,
+};
+
+function cmpStr(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function compareBackends(a: Backend, b: Backend): number {
+  return compareAddr(a.addr, b.addr) || a.port - b.port;
+}
+
+function compareFrontends(a: Frontend, b: Frontend): number {
+  return (
+    a.family - b.family ||
+    compareAddr(a.addr, b.addr) ||
+    a.port - b.port ||
+    cmpStr(a.protocol, b.protocol) ||
+    cmpStr(a.scope, b.scope) ||
+    TYPE_PRECEDENCE[a.type] - TYPE_PRECEDENCE[b.type] ||
+    cmpStr(servicePortKey(a.servicePort), servicePortKey(b.servicePort))
+  );
+}
+
+function toBackends(eps: EndpointInfo[] | null, protocol: Protocol): Backend[] {
+  if (!eps) return [];
+  return eps
+    .map((ep) => {
+      const b: Backend = {
+        addr: ep.addr,
+        family: ep.family,
+        port: ep.port,
+        protocol,
+        ready: ep.ready,
+        serving: ep.serving,
+        terminating: ep.terminating,
+        local: ep.local,
+        weight: 1,
+      };
+      if (ep.nodeName !== undefined) b.nodeName = ep.nodeName;
+      if (ep.zone !== undefined) b.zone = ep.zone;
+      return b;
+    })
+    .sort(compareBackends);
+}
+
+const copyBackends = (bs: Backend[]): Backend[] => bs.map((b) => ({ ...b }));
+
+interface NodeNorm {
+  name: string;
+  zone: string;
+  addresses: ParsedIP[];
+}
+
+function normalizeNode(node: NodeInfo, rejected: Rejection[]): NodeNorm {
+  const name = typeof node?.name === 'string' ? node.name : '';
+  const zone =
+    typeof node?.zone === 'string' && node.zone !== ''
+      ? node.zone
+      : (node?.labels?.[LABEL_TOPOLOGY_ZONE] ?? '');
+  const addresses: ParsedIP[] = [];
+  for (const raw of Array.isArray(node?.addresses) ? node.addresses : []) {
+    const ip = parseIP(raw);
+    if (!ip) {
+      rejected.push({ kind: 'Node', namespace: '', name, reason: `invalid node address ${JSON.stringify(raw)} ignored` });
+      continue;
+    }
+    if (!addresses.some((a) => a.addr === ip.addr)) addresses.push(ip);
+  }
+  return { name, zone, addresses };
+}
+
+function frontendsForPort(
+  svc: ServiceSpecNorm,
+  port: ServicePortSpec,
+  family: Family,
+  clusterIP: string,
+  endpoints: EndpointInfo[],
+  node: NodeNorm,
+): Frontend[] {
+  const externalIPs = svc.externalIPs.filter((ip) => ip.family === family);
+  const lbVIPs = svc.loadBalancerVIPs.filter((ip) => ip.family === family);
+  const nodePortActive = port.nodePort > 0 && (svc.type === 'NodePort' || svc.type === 'LoadBalancer');
+
+  const policy = {
+    externallyAccessible: port.nodePort !== 0 || lbVIPs.length > 0 || externalIPs.length > 0,
+    externalPolicyLocal: svc.externalPolicyLocal,
+    internalPolicyLocal: svc.internalPolicyLocal,
+  };
+  const cat = categorizeEndpoints(
+    endpoints.filter((ep) => ep.family === family),
+    policy,
+    node.name,
+    node.zone,
+  );
+  const cluster = toBackends(cat.clusterEndpoints, port.protocol);
+  const local = toBackends(cat.localEndpoints, port.protocol);
+  const internalSet = svc.internalPolicyLocal ? local : cluster;
+  const externalSet = svc.externalPolicyLocal ? local : cluster;
+  const shortCircuitSet = cat.clusterEndpoints !== null ? cluster : local;
+
+  const servicePort: ServicePortName = {
+    namespace: svc.namespace,
+    name: svc.name,
+    port: port.name,
+    protocol: port.protocol,
+  };
+  const out: Frontend[] = [];
+  const add = (type: FrontendType, addr: string, portNum: number, scope: Scope, backends: Backend[]) =>
+    out.push({
+      servicePort: { ...servicePort },
+      type,
+      family,
+      addr,
+      port: portNum,
+      protocol: port.protocol,
+      scope,
+      backends: copyBackends(backends),
+      affinityTimeoutSec: svc.affinityTimeoutSec,
+    });
+  const addExternal = (type: FrontendType, addr: string, portNum: number) => {
+    add(type, addr, portNum, 'external', externalSet);
+    add(type, addr, portNum, 'internal', shortCircuitSet);
+  };
+
+  add('ClusterIP', clusterIP, port.port, 'internal', internalSet);
+  if (nodePortActive) {
+    for (const a of node.addresses) if (a.family === family) addExternal('NodePort', a.addr, port.nodePort);
+  }
+  for (const ip of lbVIPs) addExternal('LoadBalancer', ip.addr, port.port);
+  for (const ip of externalIPs) addExternal('ExternalIP', ip.addr, port.port);
+  return out;
+}
+
+function byNamespaceName<T extends { namespace: string; name: string }>(a: T, b: T): number {
+  return cmpStr(a.namespace, b.namespace) || cmpStr(a.name, b.name);
+}
+
+export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): DesiredState {
+  const rejected: Rejection[] = [];
+  const selector = { serviceProxyName: opts.serviceProxyName };
+
+  const node = normalizeNode(input.node, rejected);
+
+  // Services (first object wins on a duplicate namespace/name).
+  const services: ServiceSpecNorm[] = [];
+  const seenSvc = new Set<string>();
+  for (const raw of Array.isArray(input.services) ? input.services : []) {
+    const r = normalizeService(raw, selector, rejected);
+    if (r.kind !== 'ok') continue;
+    const k = serviceKey(r.svc.namespace, r.svc.name);
+    if (seenSvc.has(k)) {
+      rejected.push({ kind: 'Service', namespace: r.svc.namespace, name: r.svc.name, reason: 'duplicate Service object; the first one is used' });
+      continue;
+    }
+    seenSvc.add(k);
+    services.push(r.svc);
+  }
+  services.sort(byNamespaceName);
+
+  // EndpointSlices.
+  const slices: SliceNorm[] = [];
+  const seenSlice = new Set<string>();
+  for (const raw of Array.isArray(input.endpointSlices) ? input.endpointSlices : []) {
+    const r = normalizeSlice(raw, selector, rejected);
+    if (r.kind !== 'ok') continue;
+    const k = `${r.slice.namespace}/${r.slice.name}`;
+    if (seenSlice.has(k)) {
+      rejected.push({ kind: 'EndpointSlice', namespace: r.slice.namespace, name: r.slice.name, reason: 'duplicate EndpointSlice object; the first one is used' });
+      continue;
+    }
+    seenSlice.add(k);
+    slices.push(r.slice);
+  }
+  const endpointsMap = buildEndpointsMap(slices, node.name);
+
+  // Frontends.
+  const all: Frontend[] = [];
+  for (const svc of services) {
+    const byPort = endpointsMap.get(serviceKey(svc.namespace, svc.name));
+    for (const cip of svc.clusterIPs) {
+      for (const port of svc.ports) {
+        const eps = byPort?.get(portKey(port.name, port.protocol)) ?? [];
+        all.push(...frontendsForPort(svc, port, cip.family, cip.addr, eps, node));
+      }
+    }
+  }
+
+  // Resolve collisions: two frontends with the same family/addr/port/protocol/
+  // scope cannot both be realised. The apiserver keeps cluster IPs and node
+  // ports unique, but externalIPs and LB ingress IPs are free-form. Winner:
+  // ClusterIP > LoadBalancer > ExternalIP > NodePort, then the smaller
+  // namespace/name/port key. A loser from another Service is reported as a
+  // Rejection on that Service; duplicates within one Service port (e.g. an
+  // externalIP equal to its own LB IP) are merged silently.
+  all.sort(compareFrontends);
+  const frontends: Frontend[] = [];
+  const collisions: Rejection[] = [];
+  let prev: Frontend | undefined;
+  for (const f of all) {
+    if (
+      prev &&
+      prev.family === f.family &&
+      prev.addr === f.addr &&
+      prev.port === f.port &&
+      prev.protocol === f.protocol &&
+      prev.scope === f.scope
+    ) {
+      if (servicePortKey(prev.servicePort) !== servicePortKey(f.servicePort)) {
+        const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
+        collisions.push({
+          kind: 'Service',
+          namespace: f.servicePort.namespace,
+          name: f.servicePort.name,
+          reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${prev.type} of ${prev.servicePort.namespace}/${prev.servicePort.name}; dropped`,
+        });
+      }
+      continue;
+    }
+    frontends.push(f);
+    prev = f;
+  }
+  collisions.sort((a, b) => byNamespaceName(a, b) || cmpStr(a.reason, b.reason));
+
+  // Rejections: grouped by kind/namespace/name (stable, so each object's
+  // entries keep their spec order), identical entries merged.
+  const kindOrder: Record<Rejection['kind'], number> = { Service: 0, EndpointSlice: 1, Node: 2 };
+  const seenRej = new Set<string>();
+  const rejections = [...rejected, ...collisions]
+    .filter((r) => {
+      const k = JSON.stringify([r.kind, r.namespace, r.name, r.reason]);
+      if (seenRej.has(k)) return false;
+      seenRej.add(k);
+      return true;
+    })
+    .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || byNamespaceName(a, b));
+
+  return { frontends, rejected: rejections };
+}

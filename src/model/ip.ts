@@ -1,0 +1,162 @@
+/**
+ * IP address parsing and canonical formatting for the model.
+ *
+ * Semantics follow what kube-proxy does with `netutils.ParseIPSloppy(s).String()`
+ * (k8s.io/utils/net, a fork of Go 1.16's net.ParseIP):
+ *  - IPv4 components may carry leading zeros, which are read as *decimal*
+ *    ("010.1.1.1" is 10.1.1.1), never octal;
+ *  - an IPv4-mapped IPv6 address ("::ffff:1.2.3.4") is an IPv4 address;
+ *  - IPv6 zones ("fe80::1%eth0") and CIDR suffixes are not IP addresses.
+ * Output: IPv4 as a plain dotted quad, IPv6 in RFC 5952 form (lower case,
+ * leading zeros dropped, the longest run of two or more zero groups replaced
+ * by "::", the first such run on a tie).
+ */
+import type { Family } from './types.js';
+
+export interface ParsedIP {
+  /** Canonical text. */
+  addr: string;
+  family: Family;
+  /** 4 bytes for IPv4, 16 for IPv6. */
+  bytes: Uint8Array;
+}
+
+function parseIPv4Bytes(s: string): Uint8Array | null {
+  const parts = s.split('.');
+  if (parts.length !== 4) return null;
+  const out = new Uint8Array(4);
+  for (let i = 0; i < 4; i++) {
+    const p = parts[i];
+    if (!/^[0-9]+$/.test(p)) return null;
+    // Strip leading zeros before converting so that very long zero-padded
+    // components do not lose precision.
+    const digits = p.replace(/^0+(?=.)/, '');
+    if (digits.length > 3) return null;
+    const n = Number(digits);
+    if (n > 255) return null;
+    out[i] = n;
+  }
+  return out;
+}
+
+function parseHexGroups(part: string, allowV4Tail: boolean): number[] | null {
+  if (part === '') return [];
+  const fields = part.split(':');
+  const groups: number[] = [];
+  for (let i = 0; i < fields.length; i++) {
+    const f = fields[i];
+    if (allowV4Tail && i === fields.length - 1 && f.includes('.')) {
+      const v4 = parseIPv4Bytes(f);
+      if (!v4) return null;
+      groups.push((v4[0] << 8) | v4[1], (v4[2] << 8) | v4[3]);
+      continue;
+    }
+    if (!/^[0-9a-fA-F]{1,4}$/.test(f)) return null;
+    groups.push(parseInt(f, 16));
+  }
+  return groups;
+}
+
+function parseIPv6Bytes(s: string): Uint8Array | null {
+  if (s.includes('%') || s.includes('/')) return null;
+  const halves = s.split('::');
+  if (halves.length > 2) return null;
+  let groups: number[];
+  if (halves.length === 2) {
+    const head = parseHexGroups(halves[0], false);
+    const tail = parseHexGroups(halves[1], true);
+    if (!head || !tail) return null;
+    // "::" stands for at least one zero group.
+    const missing = 8 - head.length - tail.length;
+    if (missing < 1) return null;
+    groups = [...head, ...new Array<number>(missing).fill(0), ...tail];
+  } else {
+    const all = parseHexGroups(s, true);
+    if (!all || all.length !== 8) return null;
+    groups = all;
+  }
+  const out = new Uint8Array(16);
+  for (let i = 0; i < 8; i++) {
+    out[2 * i] = groups[i] >> 8;
+    out[2 * i + 1] = groups[i] & 0xff;
+  }
+  return out;
+}
+
+function formatIPv6(b: Uint8Array): string {
+  const groups: number[] = [];
+  for (let i = 0; i < 8; i++) groups.push((b[2 * i] << 8) | b[2 * i + 1]);
+  // Longest run of zero groups (length >= 2); first one wins on a tie.
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (g: number) => g.toString(16);
+  if (bestLen < 2) return groups.map(hex).join(':');
+  const head = groups.slice(0, bestStart).map(hex).join(':');
+  const tail = groups.slice(bestStart + bestLen).map(hex).join(':');
+  return `${head}::${tail}`;
+}
+
+function isV4Mapped(b: Uint8Array): boolean {
+  for (let i = 0; i < 10; i++) if (b[i] !== 0) return false;
+  return b[10] === 0xff && b[11] === 0xff;
+}
+
+/** Parses an IPv4 or IPv6 address; null when it is not one. */
+export function parseIP(input: unknown): ParsedIP | null {
+  if (typeof input !== 'string' || input === '') return null;
+  const s = input;
+  if (!s.includes(':')) {
+    const b = parseIPv4Bytes(s);
+    return b ? { addr: Array.from(b).join('.'), family: 4, bytes: b } : null;
+  }
+  const b6 = parseIPv6Bytes(s);
+  if (!b6) return null;
+  if (isV4Mapped(b6)) {
+    const b4 = b6.slice(12, 16);
+    return { addr: Array.from(b4).join('.'), family: 4, bytes: b4 };
+  }
+  return { addr: formatIPv6(b6), family: 6, bytes: b6 };
+}
+
+/** Canonical text of an IP address, or null when `s` is not an IP address. */
+export function canonicalIP(s: unknown): string | null {
+  return parseIP(s)?.addr ?? null;
+}
+
+/** Family of an IP address, or null when `s` is not an IP address. */
+export function ipFamily(s: unknown): Family | null {
+  return parseIP(s)?.family ?? null;
+}
+
+/**
+ * Total order on canonical addresses: IPv4 before IPv6, then numerically.
+ * Unparseable strings sort after everything, by plain string comparison.
+ */
+export function compareAddr(a: string, b: string): number {
+  if (a === b) return 0;
+  const pa = parseIP(a);
+  const pb = parseIP(b);
+  if (pa && pb) {
+    if (pa.family !== pb.family) return pa.family - pb.family;
+    for (let i = 0; i < pa.bytes.length; i++) {
+      if (pa.bytes[i] !== pb.bytes[i]) return pa.bytes[i] - pb.bytes[i];
+    }
+    return 0;
+  }
+  if (pa) return -1;
+  if (pb) return 1;
+  return a < b ? -1 : 1;
+}
