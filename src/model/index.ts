@@ -104,6 +104,14 @@ function compareFrontends(a: Frontend, b: Frontend): number {
   );
 }
 
+/** True when `a` has a stronger claim than `b` on the same address:port/protocol. */
+function ownsBefore(a: Frontend, b: Frontend): boolean {
+  const pa = TYPE_PRECEDENCE[a.type];
+  const pb = TYPE_PRECEDENCE[b.type];
+  if (pa !== pb) return pa < pb;
+  return servicePortKey(a.servicePort) < servicePortKey(b.servicePort);
+}
+
 function toBackends(eps: EndpointInfo[] | null, protocol: Protocol): Backend[] {
   if (!eps) return [];
   return eps
@@ -268,39 +276,44 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): D
     }
   }
 
-  // Resolve collisions: two frontends with the same family/addr/port/protocol/
-  // scope cannot both be realised. The apiserver keeps cluster IPs and node
-  // ports unique, but externalIPs and LB ingress IPs are free-form. Winner:
-  // ClusterIP > LoadBalancer > ExternalIP > NodePort, then the smaller
-  // namespace/name/port key. A loser from another Service is reported as a
-  // Rejection on that Service; duplicates within one Service port (e.g. an
-  // externalIP equal to its own LB IP) are merged silently.
+  // Resolve collisions. An address:port/protocol can belong to one Service
+  // port only. The apiserver keeps cluster IPs and node ports unique, but
+  // externalIPs and LB ingress IPs are free-form and may repeat another
+  // Service's address. The owner is chosen by type (ClusterIP > LoadBalancer >
+  // ExternalIP > NodePort), then by the smaller namespace/name:port/protocol
+  // key; the owner's frontends are kept in both scopes and every other Service
+  // port's frontends on that address are dropped, with a Rejection on the
+  // losing Service. Within the owner, two frontends on the same scope (e.g. an
+  // externalIP equal to its own LB IP) are merged silently, the higher type
+  // winning.
   all.sort(compareFrontends);
+  const addrKey = (f: Frontend) => `${f.family}|${f.addr}|${f.port}|${f.protocol}`;
+  const owner = new Map<string, Frontend>();
+  for (const f of all) {
+    const k = addrKey(f);
+    const cur = owner.get(k);
+    if (!cur || ownsBefore(f, cur)) owner.set(k, f);
+  }
   const frontends: Frontend[] = [];
   const collisions: Rejection[] = [];
-  let prev: Frontend | undefined;
+  const taken = new Set<string>();
   for (const f of all) {
-    if (
-      prev &&
-      prev.family === f.family &&
-      prev.addr === f.addr &&
-      prev.port === f.port &&
-      prev.protocol === f.protocol &&
-      prev.scope === f.scope
-    ) {
-      if (servicePortKey(prev.servicePort) !== servicePortKey(f.servicePort)) {
-        const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
-        collisions.push({
-          kind: 'Service',
-          namespace: f.servicePort.namespace,
-          name: f.servicePort.name,
-          reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${prev.type} of ${prev.servicePort.namespace}/${prev.servicePort.name}; dropped`,
-        });
-      }
+    const k = addrKey(f);
+    const win = owner.get(k)!;
+    if (servicePortKey(win.servicePort) !== servicePortKey(f.servicePort)) {
+      const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
+      collisions.push({
+        kind: 'Service',
+        namespace: f.servicePort.namespace,
+        name: f.servicePort.name,
+        reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${win.type} of ${win.servicePort.namespace}/${win.servicePort.name}; dropped`,
+      });
       continue;
     }
+    const ks = `${k}|${f.scope}`;
+    if (taken.has(ks)) continue;
+    taken.add(ks);
     frontends.push(f);
-    prev = f;
   }
   collisions.sort((a, b) => byNamespaceName(a, b) || cmpStr(a.reason, b.reason));
 

@@ -745,14 +745,14 @@ describe('external frontends', () => {
     assert.deepEqual(
       s.frontends.map((f) => `${f.type} ${f.scope} ${f.addr}:${f.port}`),
       [
-        'ClusterIP internal 10.96.0.10:80',
         'NodePort external 10.1.0.10:30080',
         'NodePort internal 10.1.0.10:30080',
+        'ClusterIP internal 10.96.0.10:80',
         'NodePort external 192.168.0.10:30080',
         'NodePort internal 192.168.0.10:30080',
-        'ClusterIP internal fd00:96::10:80',
         'NodePort external fd00::10:30080',
         'NodePort internal fd00::10:30080',
+        'ClusterIP internal fd00:96::10:80',
       ],
     );
     // IPv6 frontends exist but have no IPv6 endpoints.
@@ -815,7 +815,6 @@ describe('external frontends', () => {
       [
         'ClusterIP internal 10.96.0.1:80 a',
         'ClusterIP internal 10.96.0.2:80 b',
-        'ExternalIP external 10.96.0.2:80 a',
         'ExternalIP external 198.51.100.9:80 a',
         'ExternalIP internal 198.51.100.9:80 a',
       ],
@@ -856,12 +855,75 @@ describe('determinism', () => {
       'ClusterIP internal 10.96.0.53:53/UDP -> 10.0.1.1:53',
       'NodePort external 192.168.0.10:30080/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
       'NodePort internal 192.168.0.10:30080/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
-      'ClusterIP internal [fd00::10]:30080/TCP -> '.replace('ClusterIP internal [fd00::10]:30080/TCP -> ', 'NodePort external [fd00::10]:30080/TCP -> [fd00::1]:8080'),
+      'NodePort external [fd00::10]:30080/TCP -> [fd00::1]:8080',
       'NodePort internal [fd00::10]:30080/TCP -> [fd00::1]:8080',
       'ClusterIP internal [fd00:96::10]:80/TCP -> [fd00::1]:8080',
     ]);
     const local = fe(a, { type: 'ClusterIP', addr: '10.96.0.10' }).backends.find((x) => x.addr === '10.0.0.1');
     assert.equal(local?.local, true);
     assert.equal(local?.ready, true);
+  });
+});
+
+// ---------------------------------------------------------------------------
+// Misc
+// ---------------------------------------------------------------------------
+
+describe('misc', () => {
+  test('topology also narrows eTP Cluster external frontends (they use the Cluster set)', () => {
+    const s = build(
+      [web({ type: 'NodePort', ports: [{ name: 'http', port: 80, nodePort: 30080 }] })],
+      [slice('web-1', 'web', HTTP, [ready('10.0.0.1', { zones: ['zone-a'] }), ready('10.0.0.2', { zones: ['zone-b'] })])],
+      { name: 'node-a', zone: 'zone-a', addresses: ['192.168.0.10'] },
+    );
+    assert.deepEqual(summary(s), [
+      'ClusterIP internal 10.96.0.10:80/TCP -> 10.0.0.1:8080',
+      'NodePort external 192.168.0.10:30080/TCP -> 10.0.0.1:8080',
+      'NodePort internal 192.168.0.10:30080/TCP -> 10.0.0.1:8080',
+    ]);
+  });
+
+  test('serviceProxyName also selects EndpointSlices by the mirrored label', () => {
+    const label = { 'service.kubernetes.io/service-proxy-name': 'switchyard' };
+    const s = build(
+      [web({}, { labels: label })],
+      [slice('web-1', 'web', HTTP, [ready('10.0.0.1')], { labels: label }), slice('web-2', 'web', HTTP, [ready('10.0.0.2')])],
+      NODE,
+      { serviceProxyName: 'switchyard' },
+    );
+    assert.deepEqual(summary(s), ['ClusterIP internal 10.96.0.10:80/TCP -> 10.0.0.1:8080']);
+  });
+
+  test('slice ports without a name or with port 0 are ignored and reported', () => {
+    const s = build(
+      [web()],
+      [slice('web-1', 'web', [{ port: 8080, protocol: 'TCP' }, { name: 'http', port: 0 }], [ready('10.0.0.1')])],
+    );
+    assert.deepEqual(reasons(s, 'EndpointSlice', 'web-1'), [
+      'port #0 has no name; ignored',
+      'port "http": port 0 is not an integer in 1..65535; ignored',
+    ]);
+    assert.deepEqual(fe(s, { type: 'ClusterIP' }).backends, []);
+  });
+
+  test('duplicate Service objects: the first is used, the other reported', () => {
+    const s = build([web(), web({ clusterIP: '10.96.0.99', clusterIPs: ['10.96.0.99'] })], []);
+    assert.deepEqual(summary(s), ['ClusterIP internal 10.96.0.10:80/TCP -> ']);
+    assert.deepEqual(reasons(s, 'Service', 'web'), ['duplicate Service object; the first one is used']);
+  });
+
+  test('invalid node addresses are reported as Node rejections', () => {
+    const s = build([], [], { name: 'node-a', addresses: ['192.168.0.10', 'bogus'] });
+    assert.deepEqual(s.rejected, [{ kind: 'Node', namespace: '', name: 'node-a', reason: 'invalid node address "bogus" ignored' }]);
+  });
+
+  test('an endpoint on this node is local only when the node name matches', () => {
+    const s = build([web()], [slice('web-1', 'web', HTTP, [ready('10.0.0.1', { nodeName: 'node-a' }), ready('10.0.0.2', { nodeName: 'node-ab' })])]);
+    assert.deepEqual(
+      fe(s, { type: 'ClusterIP' }).backends.map((b) => b.local),
+      [true, false],
+    );
+    const s2 = build([web()], [slice('web-1', 'web', HTTP, [ready('10.0.0.1')])], { name: '', addresses: [] });
+    assert.equal(fe(s2, { type: 'ClusterIP' }).backends[0].local, false);
   });
 });

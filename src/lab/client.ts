@@ -1,0 +1,167 @@
+/**
+ * The lab's client: runs inside a pod namespace and a node's cgroup (so the
+ * node's socket hooks apply) and prints one JSON result on stdout.
+ *
+ *   tcp <host> <port> <count>           → { counts: {pod: n}, errors: {code: n}, peers: [...] }
+ *   udp-connected <host> <port> <count> → same, plus replyFrom (what recv saw)
+ *   udp-unconnected <host> <port> <count>
+ *   refused <host> <port>               → { code, ms }
+ *   loop <host> <port> <ms>             → { ok, errors: {code: n} }  (one connection after another)
+ *   hold <host> <port> <ms> <everyMs>   → { lines: [...], errors }  (one connection kept open)
+ */
+import net from 'node:net';
+import dgram from 'node:dgram';
+import { isIPv6 } from 'node:net';
+
+const [cmd, host, portS, a3, a4] = process.argv.slice(2);
+const port = Number(portS);
+
+function tcpOnce(): Promise<{ pod: string; peer: string; saw: string }> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect({ host, port });
+    let buf = '';
+    const timer = setTimeout(() => c.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), 3000);
+    c.on('connect', () => c.write('hi\n'));
+    c.on('data', (d) => {
+      buf += d.toString();
+      if (buf.includes('\n')) {
+        clearTimeout(timer);
+        const [pod, saw] = buf.trim().split(' ');
+        const peer = `${c.remoteAddress}:${c.remotePort}`;
+        c.end();
+        resolve({ pod, peer, saw });
+      }
+    });
+    c.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+function udpOnce(sock: dgram.Socket, connected: boolean): Promise<{ pod: string; from: string }> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      sock.off('message', onMsg);
+      reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }));
+    }, 2000);
+    const onMsg = (msg: Buffer, rinfo: dgram.RemoteInfo) => {
+      clearTimeout(timer);
+      sock.off('message', onMsg);
+      resolve({ pod: msg.toString().trim().split(' ')[0], from: `${rinfo.address}:${rinfo.port}` });
+    };
+    sock.on('message', onMsg);
+    const cb = (err: Error | null) => {
+      if (err) {
+        clearTimeout(timer);
+        sock.off('message', onMsg);
+        reject(err);
+      }
+    };
+    if (connected) sock.send('hi\n', cb);
+    else sock.send('hi\n', port, host, cb);
+  });
+}
+
+const bump = (o: Record<string, number>, k: string) => (o[k] = (o[k] ?? 0) + 1);
+const code = (e: unknown) => (e as NodeJS.ErrnoException).code ?? String(e);
+
+async function main(): Promise<unknown> {
+  switch (cmd) {
+    case 'tcp': {
+      const counts: Record<string, number> = {};
+      const errors: Record<string, number> = {};
+      const peers = new Set<string>();
+      const saw = new Set<string>();
+      for (let i = 0; i < Number(a3 ?? 1); i++) {
+        try {
+          const r = await tcpOnce();
+          bump(counts, r.pod);
+          peers.add(r.peer.replace(/:\d+$/, ''));
+          saw.add(r.saw.replace(/:\d+$/, ''));
+        } catch (e) {
+          bump(errors, code(e));
+        }
+      }
+      return { counts, errors, peers: [...peers], saw: [...saw] };
+    }
+    case 'udp-connected':
+    case 'udp-unconnected': {
+      const connected = cmd === 'udp-connected';
+      const counts: Record<string, number> = {};
+      const errors: Record<string, number> = {};
+      const from = new Set<string>();
+      for (let i = 0; i < Number(a3 ?? 1); i++) {
+        const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
+        try {
+          if (connected) await new Promise<void>((res, rej) => { sock.once('error', rej); sock.connect(port, host, () => res()); });
+          const r = await udpOnce(sock, connected);
+          bump(counts, r.pod);
+          from.add(r.from);
+        } catch (e) {
+          bump(errors, code(e));
+        } finally {
+          sock.close();
+        }
+      }
+      return { counts, errors, replyFrom: [...from] };
+    }
+    case 'refused': {
+      const t0 = process.hrtime.bigint();
+      try {
+        await tcpOnce();
+        return { code: 'connected', ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+      } catch (e) {
+        return { code: code(e), ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+      }
+    }
+    case 'loop': {
+      const until = Date.now() + Number(a3);
+      let ok = 0;
+      const errors: Record<string, number> = {};
+      while (Date.now() < until) {
+        try {
+          await tcpOnce();
+          ok++;
+        } catch (e) {
+          bump(errors, code(e));
+        }
+      }
+      return { ok, errors };
+    }
+    case 'hold': {
+      const total = Number(a3);
+      const every = Number(a4 ?? 200);
+      const lines: string[] = [];
+      const errors: Record<string, number> = {};
+      await new Promise<void>((resolve) => {
+        const c = net.connect({ host, port });
+        let buf = '';
+        let timer: NodeJS.Timeout | undefined;
+        c.on('connect', () => {
+          c.write('hi\n');
+          timer = setInterval(() => c.write('hi\n'), every);
+          setTimeout(() => { clearInterval(timer); c.end(); }, total);
+        });
+        c.on('data', (d) => {
+          buf += d.toString();
+          let i: number;
+          while ((i = buf.indexOf('\n')) >= 0) {
+            lines.push(buf.slice(0, i).split(' ')[0]);
+            buf = buf.slice(i + 1);
+          }
+        });
+        c.on('error', (e) => { bump(errors, code(e)); clearInterval(timer); resolve(); });
+        c.on('close', () => resolve());
+      });
+      return { lines, errors };
+    }
+    default:
+      throw new Error(`unknown command ${cmd}`);
+  }
+}
+
+main().then(
+  (r) => { process.stdout.write(JSON.stringify(r) + '\n'); process.exit(0); },
+  (e) => { process.stdout.write(JSON.stringify({ fatal: String(e) }) + '\n'); process.exit(1); },
+);

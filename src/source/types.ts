@@ -1,0 +1,24 @@
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { Rejection } from '../model/types.js';
+
+/** One complete view of the objects a source knows. Sources always hand out whole snapshots. */
+export interface Snapshot {
+  services: V1Service[];
+  endpointSlices: V1EndpointSlice[];
+  nodes: V1Node[];
+  /** Objects the source could not even parse (the model rejects the rest). */
+  rejected: Rejection[];
+  /** Identifies the content (file source: hash of the files), for status and tests. */
+  version: string;
+}
+
+/**
+ * A source of Kubernetes objects. It calls onSnapshot with a full snapshot
+ * first, then again whenever anything changes; it never hands out a partial
+ * first state.
+ */
+export interface Source {
+  start(onSnapshot: (s: Snapshot) => void): Promise<void>;
+  stop(): Promise<void>;
+  describe(): string;
+}
