@@ -1,0 +1,184 @@
+/**
+ * `switchyard` command line: agent, cleanup, status, maps, lab.
+ */
+import { parseArgs } from 'node:util';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { Agent } from '../agent/agent.js';
+import { agentMetrics } from '../agent/metrics.js';
+import { buildApp } from '../api/server.js';
+import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapath.js';
+import { Reconciler } from '../dataplane/reconciler.js';
+import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/index.js';
+import { FileSource } from '../source/file.js';
+import { findCgroup2Root } from '../util/sys.js';
+import { labDown, labUp } from '../lab/demo.js';
+
+const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
+
+Usage:
+  switchyard agent   --node-name N --source file:PATH [options]
+  switchyard cleanup [--cgroup PATH] [--bpf-root DIR]
+  switchyard status  [--api-addr HOST:PORT]
+  switchyard maps    services|backends [--api-addr HOST:PORT] [-o table|json]
+  switchyard lab     up|down [--prefix P]
+
+Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHYARD_NODE_NAME):
+  --node-name N           this node's name (Node object, local endpoints)          [required]
+  --source file:PATH      YAML file or directory of Services/EndpointSlices/Nodes   [required]
+  --cgroup PATH           cgroup v2 directory to attach the socket hooks to        [cgroup v2 root, found in /proc/self/mountinfo]
+  --bpf-root DIR          bpffs directory for this agent's pins                    [/sys/fs/bpf/switchyard]
+  --api-addr HOST:PORT    REST API, health and metrics                             [127.0.0.1:10256]
+  --maglev-table-size M   Maglev table size, a prime in ${MAGLEV_PRIMES[0]}…${MAGLEV_PRIMES[MAGLEV_PRIMES.length - 1]}   [${DEFAULT_MAGLEV_SIZE}]
+  --maglev-fixed          every table has exactly M slots; default sizes each table from its
+                          backend count (>= 100 slots per backend) with M as the upper bound
+  --max-services N        capacity of the service maps                             [${DEFAULTS.maxServices}]
+  --max-backends N        capacity of the backend map                              [${DEFAULTS.maxBackends}]
+  --service-proxy-name S  only handle Services labelled service.kubernetes.io/service-proxy-name=S
+  --log-level L           pino level                                               [info]
+`;
+
+const agentOptions = {
+  'node-name': { type: 'string' },
+  source: { type: 'string' },
+  cgroup: { type: 'string' },
+  'bpf-root': { type: 'string' },
+  'api-addr': { type: 'string' },
+  'maglev-table-size': { type: 'string' },
+  'maglev-fixed': { type: 'boolean' },
+  'max-services': { type: 'string' },
+  'max-backends': { type: 'string' },
+  'service-proxy-name': { type: 'string' },
+  'log-level': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  output: { type: 'string', short: 'o' },
+  prefix: { type: 'string' },
+} as const;
+
+type Opts = { [K in keyof typeof agentOptions]?: (typeof agentOptions)[K]['type'] extends 'boolean' ? boolean : string };
+
+function fromEnv(values: Opts): Opts {
+  const out: Record<string, unknown> = { ...values };
+  for (const k of Object.keys(agentOptions)) {
+    const env = process.env[`SWITCHYARD_${k.toUpperCase().replace(/-/g, '_')}`];
+    if (out[k] === undefined && env !== undefined) out[k] = agentOptions[k as keyof typeof agentOptions].type === 'boolean' ? env === 'true' || env === '1' : env;
+  }
+  return out as Opts;
+}
+
+function intOpt(v: string | undefined, name: string, def: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+function splitAddr(a: string): { host: string; port: number } {
+  const i = a.lastIndexOf(':');
+  const port = Number(a.slice(i + 1));
+  if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad address ${JSON.stringify(a)}: want HOST:PORT`);
+  return { host: a.slice(0, i).replace(/^\[|\]$/g, ''), port };
+}
+
+async function runAgent(o: Opts): Promise<number> {
+  if (!o['node-name']) throw new Error('--node-name is required (see --help)');
+  if (!o.source?.startsWith('file:')) throw new Error('--source file:PATH is required (see --help)');
+  const maglevSize = intOpt(o['maglev-table-size'], 'maglev-table-size', DEFAULT_MAGLEV_SIZE);
+  if (!isValidTableSize(maglevSize)) throw new Error(`--maglev-table-size must be one of ${MAGLEV_PRIMES.join(', ')}`);
+  const cgroupPath = o.cgroup ?? findCgroup2Root();
+  if (!existsSync(cgroupPath)) throw new Error(`--cgroup ${cgroupPath} does not exist`);
+  const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
+  const api = splitAddr(o['api-addr'] ?? '127.0.0.1:10256');
+  const logger = pino({ level: o['log-level'] ?? 'info', base: { node: o['node-name'] } });
+
+  const datapath = SocketLbDatapath.load({
+    bpfRoot,
+    cgroupPath,
+    maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
+    maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
+  });
+  const reconciler = new Reconciler(datapath, { size: maglevSize, auto: !o['maglev-fixed'] });
+  const registry = new Registry();
+  const metrics = agentMetrics(registry);
+  const source = new FileSource(o.source.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
+  const agent = new Agent({ nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'] });
+  const app = buildApp({ agent, datapath, reconciler, registry });
+  await app.listen({ host: api.host, port: api.port });
+  logger.info({ api: `${api.host}:${api.port}`, cgroup: cgroupPath, bpfRoot, source: o.source, maglev: { size: maglevSize, auto: !o['maglev-fixed'] } }, 'agent started');
+  await agent.start();
+
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string) => {
+      logger.info({ signal: sig }, 'stopping; pinned programs and maps keep serving');
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  await agent.stop();
+  await app.close();
+  datapath.close();
+  return 0;
+}
+
+async function apiGet(o: Opts, path: string): Promise<any> {
+  const { host, port } = splitAddr(o['api-addr'] ?? '127.0.0.1:10256');
+  const r = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+function table(rows: Record<string, unknown>[], cols: string[]): string {
+  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i])).join('  ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
+  const o = fromEnv(values as Opts);
+  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h' || o.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  switch (cmd) {
+    case 'agent':
+      return runAgent(o);
+    case 'cleanup': {
+      const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
+      const removed = cleanupDatapath(bpfRoot);
+      console.log(removed.length ? `removed ${removed.length} pins under ${bpfRoot} (hooks detached)` : `nothing to clean under ${bpfRoot}`);
+      return 0;
+    }
+    case 'status': {
+      console.log(JSON.stringify(await apiGet(o, '/v1/status'), null, 2));
+      return 0;
+    }
+    case 'maps': {
+      const what = positionals[0];
+      if (what !== 'services' && what !== 'backends') throw new Error('maps: want "services" or "backends"');
+      const { items } = await apiGet(o, `/v1/${what}`);
+      if (o.output === 'json') console.log(JSON.stringify(items, null, 2));
+      else if (what === 'services') {
+        console.log(table(items.map((s: any) => ({
+          service: s.service, type: s.type, frontend: `${s.address.includes(':') ? `[${s.address}]` : s.address}:${s.port}/${s.protocol}`, scope: s.scope,
+          id: s.svcId, backends: s.backends.map((b: any) => `${b.address}:${b.port}(${b.slots})`).join(' ') || '(none: refused)', m: s.maglevSize,
+        })), ['service', 'type', 'frontend', 'scope', 'id', 'm', 'backends']));
+      } else {
+        console.log(table(items, ['id', 'address', 'port', 'protocol', 'service', 'node', 'state', 'local']));
+      }
+      return 0;
+    }
+    case 'lab': {
+      const sub = positionals[0];
+      if (sub === 'up') return labUp(o.prefix ?? 'sylab');
+      if (sub === 'down') return labDown(o.prefix ?? 'sylab');
+      throw new Error('lab: want "up" or "down"');
+    }
+    default:
+      throw new Error(`unknown command ${JSON.stringify(cmd)} (see --help)`);
+  }
+}

@@ -1,0 +1,50 @@
+/** `switchyard lab up|down`: the demo cluster, left running until `lab down`. */
+import { Lab, defaultSpec } from './lab.js';
+import { exampleObjects } from './objects.js';
+
+export const DEMO_API_PORTS: Record<string, number> = { n1: 19101, n2: 19102 };
+
+export async function labUp(prefix: string): Promise<number> {
+  const lab = new Lab(defaultSpec(prefix));
+  try {
+    lab.up();
+    const version = lab.writeObjects(exampleObjects(lab));
+    for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index);
+    await lab.waitApplied(version);
+  } catch (e) {
+    await lab.down();
+    throw e;
+  }
+  console.log(`lab "${prefix}" is up: nodes ${lab.spec.nodes.map((n) => n.name).join(', ')}; pods ${lab.spec.pods.map((p) => p.name).join(', ')}`);
+  console.log(`objects: ${lab.objectsDir()}/lab.yaml (edit it: the agents apply changes within a second)`);
+  for (const n of lab.spec.nodes) console.log(`agent ${n.name}: http://127.0.0.1:${lab.state.agents[n.name].apiPort}/v1/services  (log ${lab.state.stateDir}/agent-${n.name}.log)`);
+
+  console.log('\nClusterIP 10.96.0.10:80 from client-n1, 300 connections:');
+  const tcp = await lab.client('client-n1', ['tcp', '10.96.0.10', 80, 300]);
+  printSpread(tcp.counts, 300);
+  console.log(`  getpeername on the client showed: ${tcp.peers.join(', ')}`);
+  console.log(`  backends saw the client as: ${tcp.saw.join(', ')}`);
+  console.log('\nUDP 10.96.0.10:53 (unconnected sendto) from client-n2, 100 datagrams:');
+  const udp = await lab.client('client-n2', ['udp-unconnected', '10.96.0.10', 53, 100]);
+  printSpread(udp.counts, 100);
+  console.log(`  replies came from: ${udp.replyFrom.join(', ')}`);
+  console.log('\nIPv6 ClusterIP [fd10:96::10]:80 from client-n2, 100 connections:');
+  printSpread((await lab.client('client-n2', ['tcp', 'fd10:96::10', 80, 100])).counts, 100);
+  const refused = await lab.client('client-n1', ['refused', '10.96.0.20', 80]);
+  console.log(`\nService without endpoints 10.96.0.20:80: ${refused.code} after ${refused.ms.toFixed(2)} ms`);
+  console.log(`\nInspect: switchyard maps services --api-addr 127.0.0.1:${lab.state.agents.n1.apiPort}`);
+  console.log(`Remove:  switchyard lab down${prefix === 'sylab' ? '' : ` --prefix ${prefix}`}`);
+  return 0;
+}
+
+function printSpread(counts: Record<string, number>, total: number): void {
+  for (const [pod, n] of Object.entries(counts).sort()) {
+    console.log(`  ${pod.padEnd(8)} ${String(n).padStart(5)}  ${'#'.repeat(Math.round((n / total) * 60))}`);
+  }
+}
+
+export async function labDown(prefix: string): Promise<number> {
+  const removed = Lab.down(prefix);
+  console.log(removed.length ? `lab "${prefix}" removed (${removed.length} objects)` : `no lab "${prefix}" to remove`);
+  return 0;
+}
