@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets up, builds, and runs the lab demo: two nodes, three web pods, two clients.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+node bin/switchyard.js lab up "$@"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test: unit tests, then the lab tests (real BPF,
+# real sockets, real network namespaces; needs root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ "$(id -u)" != 0 ]; then
+  echo "test: the lab tests need root (BPF, namespaces, cgroups); run as root" >&2
+  exit 1
+fi
+node --test --test-reporter=spec dist/test/unit/
+node --test --test-concurrency=1 --test-reporter=spec dist/test/lab/
