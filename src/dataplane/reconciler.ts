@@ -260,6 +260,21 @@ export class Reconciler {
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
   apply(frontends: readonly Frontend[]): SyncResult {
+    const first = this.applyOnce(frontends);
+    // Make-before-break needs room for the new entries before the old ones go.
+    // When a map was too full for that, the deletions of this pass made room:
+    // one more pass programs what had to wait.
+    if (first.errors.length === 0 || first.deleted.backends + first.deleted.services === 0) return first;
+    const second = this.applyOnce(frontends);
+    return {
+      ...second,
+      durationMs: first.durationMs + second.durationMs,
+      written: sum(first.written, second.written),
+      deleted: sum(first.deleted, second.deleted),
+    };
+  }
+
+  private applyOnce(frontends: readonly Frontend[]): SyncResult {
     const t0 = process.hrtime.bigint();
     const errors: SyncError[] = [];
     const desired = this.compile(frontends, errors);
@@ -487,6 +502,12 @@ export class Reconciler {
       }
     }
   }
+}
+
+function sum<T extends Record<string, number>>(a: T, b: T): T {
+  const out = { ...a };
+  for (const k of Object.keys(b) as (keyof T)[]) (out[k] as number) += b[k];
+  return out;
 }
 
 function u32(v: number): Buffer {

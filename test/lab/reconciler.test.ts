@@ -1,0 +1,171 @@
+/**
+ * The reconciler against real, pinned BPF maps (no traffic): minimal diffs,
+ * restart adoption, map-full handling, table contents.
+ */
+import { after, afterEach, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, rmdirSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
+import { Reconciler } from '../../src/dataplane/reconciler.js';
+import type { Backend, Frontend } from '../../src/model/types.js';
+import { findCgroup2Root } from '../../src/util/sys.js';
+import { requireLabCapabilities } from './capabilities.js';
+
+const root = `/sys/fs/bpf/sytest-rec-${process.pid}`;
+let cgroup = '';
+const open: SocketLbDatapath[] = [];
+
+function load(extra: Partial<Parameters<typeof SocketLbDatapath.load>[0]> = {}): SocketLbDatapath {
+  const dp = SocketLbDatapath.load({ bpfRoot: root, cgroupPath: cgroup, maxServices: 64, maxBackends: 64, ...extra });
+  open.push(dp);
+  return dp;
+}
+
+const be = (addr: string, port = 8080, o: Partial<Backend> = {}): Backend => ({
+  addr, family: addr.includes(':') ? 6 : 4, port, protocol: 'TCP', ready: true, serving: true, terminating: false, local: false, weight: 1, ...o,
+});
+
+function fe(name: string, addr: string, backends: Backend[], o: Partial<Frontend> = {}): Frontend {
+  return {
+    servicePort: { namespace: 'default', name, port: 'http', protocol: 'TCP' },
+    type: 'ClusterIP', family: addr.includes(':') ? 6 : 4, addr, port: 80, protocol: 'TCP', scope: 'internal',
+    backends, affinityTimeoutSec: 0, ...o,
+  };
+}
+
+/** Backend address → number of slots, read from the live table of the frontend's svc id. */
+function liveSlots(dp: SocketLbDatapath, addr: string): Record<string, number> {
+  const entry = dp.svc4.entries().find(([k]) => k.addr === addr);
+  assert.ok(entry, `service ${addr} is in sy_svc4`);
+  const table = dp.openMaglevTable(entry[1].svcId);
+  assert.ok(table, 'it has a table');
+  try {
+    const out: Record<string, number> = {};
+    for (const [slot, id] of table.entries()) {
+      if (slot === 0) continue;
+      const b = dp.backends.lookup(id);
+      assert.ok(b, `slot ${slot} names backend ${id}, which exists`);
+      out[b.addr] = (out[b.addr] ?? 0) + 1;
+    }
+    return out;
+  } finally {
+    table.close();
+  }
+}
+
+describe('reconciler on real maps', () => {
+  before(() => {
+    requireLabCapabilities();
+    cgroup = join(findCgroup2Root(), `sytest-rec-${process.pid}`);
+    mkdirSync(cgroup, { recursive: true });
+  });
+  afterEach(() => {
+    while (open.length) open.pop()!.close();
+    cleanupDatapath(root);
+  });
+  after(() => {
+    if (existsSync(cgroup)) rmdirSync(cgroup);
+  });
+
+  test('writes the tables that realise the model, and only the difference afterwards', () => {
+    const dp = load();
+    const rec = new Reconciler(dp, { size: 16381, auto: true });
+    const a = [be('10.244.1.10'), be('10.244.2.10'), be('10.244.2.11')];
+    const r1 = rec.apply([fe('a', '10.96.0.10', a), fe('b', '10.96.0.11', [be('10.244.1.20')])]);
+    assert.deepEqual(r1.errors, []);
+    assert.deepEqual(r1.written, { backends: 4, tables: 2, services: 2 });
+    const slots = liveSlots(dp, '10.96.0.10');
+    assert.deepEqual(Object.keys(slots).sort(), ['10.244.1.10', '10.244.2.10', '10.244.2.11']);
+    const counts = Object.values(slots);
+    assert.equal(counts.reduce((x, y) => x + y, 0), 509, 'auto size for 3 backends is 509');
+    assert.ok(Math.max(...counts) - Math.min(...counts) <= 1);
+
+    assert.deepEqual(rec.apply([fe('a', '10.96.0.10', a), fe('b', '10.96.0.11', [be('10.244.1.20')])]).written, { backends: 0, tables: 0, services: 0 }, 'no-op');
+
+    // One endpoint replaced: one backend written, one table swapped, one backend deleted; the entry is unchanged.
+    const r3 = rec.apply([fe('a', '10.96.0.10', [a[0], a[1], be('10.244.2.12')]), fe('b', '10.96.0.11', [be('10.244.1.20')])]);
+    assert.deepEqual(r3.written, { backends: 1, tables: 1, services: 0 });
+    assert.deepEqual(r3.deleted, { backends: 1, tables: 0, services: 0 });
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.2.10', '10.244.2.12']);
+
+    // Service removed: entry, table and backend go.
+    const r4 = rec.apply([fe('a', '10.96.0.10', [a[0], a[1], be('10.244.2.12')])]);
+    assert.deepEqual(r4.deleted, { backends: 1, tables: 1, services: 1 });
+    assert.equal(dp.svc4.entries().length, 1);
+    assert.equal(dp.backends.entries().length, 3);
+  });
+
+  test('a Service that loses every backend keeps its entry with count 0 and loses its table', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    rec.apply([fe('a', '10.96.0.10', [be('10.244.1.10')])]);
+    const r = rec.apply([fe('a', '10.96.0.10', [])]);
+    assert.deepEqual(r.deleted, { backends: 1, tables: 1, services: 0 });
+    const [[, v]] = dp.svc4.entries();
+    assert.equal(v.backendCount, 0);
+    assert.equal(dp.openMaglevTable(v.svcId), undefined);
+  });
+
+  test('a restarted reconciler adopts ids from the pinned maps and writes nothing', () => {
+    const state = [
+      fe('a', '10.96.0.10', [be('10.244.1.10'), be('10.244.2.10')]),
+      fe('a6', 'fd10:96::10', [be('fd10:244:1::a'), be('fd10:244:2::a')]),
+      fe('s', '10.96.0.30', [be('10.244.1.10', 9090)], { affinityTimeoutSec: 60 }),
+    ];
+    const dp1 = load();
+    new Reconciler(dp1).apply(state);
+    const before = { svc4: dp1.svc4.entries(), svc6: dp1.svc6.entries(), be: dp1.backends.entries() };
+    dp1.close();
+    open.length = 0;
+
+    const dp2 = load();
+    const r = new Reconciler(dp2).apply(state);
+    assert.deepEqual(r.errors, []);
+    assert.deepEqual(r.written, { backends: 0, tables: 0, services: 0 });
+    assert.deepEqual(r.deleted, { backends: 0, tables: 0, services: 0 });
+    assert.deepEqual(dp2.svc4.entries(), before.svc4);
+    assert.deepEqual(dp2.svc6.entries(), before.svc6);
+    assert.deepEqual(dp2.backends.entries(), before.be);
+  });
+
+  test('a restarted reconciler removes what the desired state no longer has', () => {
+    const dp1 = load();
+    new Reconciler(dp1).apply([fe('a', '10.96.0.10', [be('10.244.1.10')]), fe('gone', '10.96.0.99', [be('10.244.9.9')])]);
+    dp1.close();
+    open.length = 0;
+    const dp2 = load();
+    const r = new Reconciler(dp2).apply([fe('a', '10.96.0.10', [be('10.244.1.10')])]);
+    assert.deepEqual(r.written, { backends: 0, tables: 0, services: 0 });
+    assert.deepEqual(r.deleted, { backends: 1, tables: 1, services: 1 });
+    assert.deepEqual(dp2.svc4.entries().map(([k]) => k.addr), ['10.96.0.10']);
+  });
+
+  test('a full backend map is reported, not thrown, and leaves working Services intact', () => {
+    const dp = load({ maxBackends: 4 });
+    const rec = new Reconciler(dp);
+    const ok = fe('ok', '10.96.0.10', [be('10.244.1.10'), be('10.244.1.11')]);
+    rec.apply([ok]);
+    const big = fe('big', '10.96.0.11', [1, 2, 3, 4].map((i) => be(`10.244.3.${i}`)));
+    const r = rec.apply([ok, big]);
+    assert.ok(r.errors.length > 0, 'errors reported');
+    assert.ok(r.errors.some((e) => /backend .*(E2BIG|ENOSPC|No space|Argument list too long)/i.test(e.reason)), JSON.stringify(r.errors));
+    assert.ok(r.errors.some((e) => e.frontend?.includes('10.96.0.11')), 'the frontend that could not be programmed is named');
+    assert.equal(dp.svc4.entries().some(([k]) => k.addr === '10.96.0.11'), false, 'no half-programmed service');
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
+    // Once room is made, the next apply programs it.
+    const r2 = rec.apply([big]);
+    assert.deepEqual(r2.errors, []);
+    assert.equal(Object.keys(liveSlots(dp, '10.96.0.11')).length, 4);
+  });
+
+  test('a freed service id is reused only after its affinity entries are gone', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    rec.apply([fe('s', '10.96.0.30', [be('10.244.1.10')], { affinityTimeoutSec: 60 })]);
+    const [[, v]] = dp.svc4.entries();
+    dp.affinity.update({ client: 42n, svcId: v.svcId }, { lastUsedNs: 1n, backendId: 1 });
+    rec.apply([]);
+    assert.equal(dp.affinity.entries().length, 0);
+  });
+});
