@@ -112,8 +112,8 @@ export class FileSource implements Source {
       snap.nodes.push(...part.nodes);
       snap.rejected.push(...part.rejected);
     }
-    // One file: the version is the hash of its text, which the lab computes too.
-    snap.version = files.length === 1 ? h.digest('hex').slice(0, 16) : h.digest('hex').slice(0, 16);
+    // For one file this is the hash of its text, which the lab computes too.
+    snap.version = h.digest('hex').slice(0, 16);
     return snap;
   }
 
