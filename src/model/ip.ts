@@ -114,10 +114,26 @@ function isV4Mapped(b: Uint8Array): boolean {
   return b[10] === 0xff && b[11] === 0xff;
 }
 
-/** Parses an IPv4 or IPv6 address; null when it is not one. */
+/*
+ * Every sync parses every endpoint address again, and at 100,000 endpoints that
+ * dominated the model's time. The same strings recur sync after sync, so results
+ * are memoised (bounded: the table is dropped when it grows past its cap).
+ */
+const PARSE_CACHE_CAP = 500_000;
+const parseCache = new Map<string, ParsedIP | null>();
+
+/** Parses an IPv4 or IPv6 address; null when it is not one. The result is shared: do not mutate it. */
 export function parseIP(input: unknown): ParsedIP | null {
   if (typeof input !== 'string' || input === '') return null;
-  const s = input;
+  const hit = parseCache.get(input);
+  if (hit !== undefined) return hit;
+  if (parseCache.size >= PARSE_CACHE_CAP) parseCache.clear();
+  const r = parseIPUncached(input);
+  parseCache.set(input, r);
+  return r;
+}
+
+function parseIPUncached(s: string): ParsedIP | null {
   if (!s.includes(':')) {
     const b = parseIPv4Bytes(s);
     return b ? { addr: Array.from(b).join('.'), family: 4, bytes: b } : null;

@@ -407,6 +407,8 @@ describe('buildMaglevTable: determinism', () => {
     const inputs: Array<[string, MaglevBackend[], number]> = [];
     inputs.push(['uniform', equalBackends(13), 4093]);
     inputs.push(['uniform', equalBackends(100, 4), 16381]);
+    inputs.push(['uniform', equalBackends(1000), 65537]);
+    inputs.push(['uniform', equalBackends(3), 251]);
     const mixed: MaglevBackend[] = [];
     for (let i = 0; i < 30; i++) mixed.push({ key: backendKey(i), weight: 2 + (i % 4), value: i + 1 });
     inputs.push(['rounds', mixed, 8191]);
@@ -438,12 +440,15 @@ describe('buildMaglevTable: determinism', () => {
     const t = buildMaglevTable(bs, 251);
     assert.equal(Array.from(t.subarray(0, 32)).join(''), GOLDEN_PREFIX);
     assert.deepEqual(Object.fromEntries(countByValue(t)), GOLDEN_COUNTS);
+    const u = buildMaglevTable(equalBackends(5), 251);
+    assert.equal(Array.from(u.subarray(0, 32)).join(''), GOLDEN_UNIFORM_PREFIX);
   });
 });
 
 const GOLDEN_PERM = { offset: 196, skip: 89 };
 const GOLDEN_PREFIX = '13233331212213121333323131323333';
 const GOLDEN_COUNTS = { 1: 63, 2: 63, 3: 125 };
+const GOLDEN_UNIFORM_PREFIX = '13341552543531544522514351524513';
 
 describe('buildMaglevTable: errors and empty input', () => {
   it('throws RangeError for invalid table sizes', () => {
