@@ -387,6 +387,15 @@ describe('buildMaglevTable: weights', () => {
     assert.ok((c.get(2) ?? 0) <= 1);
     // a : c ≈ 2 : 1
     assert.ok(Math.abs(c.get(1)! / 16381 - 2 / 3) < 0.01);
+
+    // One backend of maximum weight dominating hundreds of weight-1 ones:
+    // the fill takes ~m rounds and the light backends never get a turn.
+    const extreme: MaglevBackend[] = [{ key: 'heavy', weight: 0xffffffff, value: 1 }];
+    for (let i = 0; i < 300; i++) extreme.push({ key: backendKey(i), weight: 1, value: i + 2 });
+    assert.equal(selectFillStrategy(301, 0xffffffff, 0xffffffff + 300, 251), 'heap');
+    const e = buildMaglevTable(extreme, 251);
+    assert.deepEqual(e, referenceTable(extreme, 251));
+    assert.equal(countByValue(e).get(1), 251);
   });
 });
 
@@ -426,6 +435,33 @@ describe('buildMaglevTable: determinism', () => {
       assert.equal(selectFillStrategy(live.length, Math.max(...ws), total, m), strategy);
       assert.deepEqual(buildMaglevTable(shuffled(bs, 11), m), referenceTable(bs, m), `${strategy} m=${m}`);
     }
+  });
+
+  it('matches the literal transcription on 200 random small inputs', () => {
+    // Small tables make wrap-arounds, collisions and the end of the fill
+    // frequent, so off-by-one slips in any strategy show up here.
+    const r = rng(2016);
+    const seen = new Set<string>();
+    for (let t = 0; t < 200; t++) {
+      const m = t % 2 === 0 ? 251 : 509;
+      const n = 1 + Math.floor(r() * 40);
+      const kind = t % 4; // 0 equal, 1 similar, 2 skewed, 3 with zeros
+      const bs: MaglevBackend[] = [];
+      for (let i = 0; i < n; i++) {
+        let w = 1;
+        if (kind === 1) w = 1 + Math.floor(r() * 4);
+        if (kind === 2) w = i === 0 ? 50 + Math.floor(r() * 100) : 1 + Math.floor(r() * 6);
+        if (kind === 3) w = Math.floor(r() * 3);
+        bs.push({ key: `k${Math.floor(r() * 1e9)}-${i}`, weight: w, value: i + 1 });
+      }
+      const live = bs.filter((b) => b.weight > 0);
+      if (live.length > 0) {
+        const ws = live.map((b) => b.weight);
+        seen.add(selectFillStrategy(live.length, Math.max(...ws), ws.reduce((a, b) => a + b, 0), m));
+      }
+      assert.deepEqual(buildMaglevTable(bs, m), referenceTable(bs, m), `case ${t}`);
+    }
+    assert.deepEqual([...seen].sort(), ['heap', 'rounds', 'uniform']);
   });
 
   it('golden table: the slot→key assignment is stable across versions', () => {
