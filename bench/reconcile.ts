@@ -24,11 +24,14 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { SocketLbDatapath, cleanupDatapath } from '../src/dataplane/datapath.js';
 import { Reconciler, type MaglevSizing, type SyncResult } from '../src/dataplane/reconciler.js';
 import { autoTableSize, buildMaglevTable } from '../src/maglev/index.js';
 import type { Backend, Frontend } from '../src/model/types.js';
 import { findCgroup2Root } from '../src/util/sys.js';
+import { native } from '../src/bpf/native.js';
 
 const GOAL_FROM_EMPTY_MS = 2000;
 const GOAL_ONE_CHANGE_MS = 20;
@@ -108,31 +111,48 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const mib = (bytes: number) => bytes / (1024 * 1024);
-const rss = () => process.memoryUsage().rss;
 
-/** Ids of every map this datapath owns: its own maps and the Maglev inner tables installed in sy_maglev. */
-function datapathMapIds(dp: SocketLbDatapath): Set<number> {
-  const ids = new Set<number>(
-    [dp.svc4, dp.svc6, dp.backends, dp.revnat4, dp.revnat6, dp.affinity, dp.svcStats, dp.drops, dp.maglev].map((m) => m.info.id),
-  );
-  for (const { value } of dp.maglev.dumpRaw()) ids.add(value.readUInt32LE(0));
-  return ids;
+// A full collection before each memory reading, without needing --expose-gc on the command line.
+setFlagsFromString('--expose-gc');
+const fullGc = runInNewContext('gc') as () => void;
+function memory(): { rss: number; heap: number } {
+  fullGc();
+  const m = process.memoryUsage();
+  return { rss: m.rss, heap: m.heapUsed + m.external + m.arrayBuffers };
 }
 
-/** Kernel memory of the datapath's maps (bytes_memlock from bpftool), or undefined when bpftool is unusable. */
-function kernelBytes(dp: SocketLbDatapath): { bytes: number; maps: number } | undefined {
+interface KernelMem {
+  /** The object's own maps (service, backend, affinity, revnat, stats ... maps). */
+  baseBytes: number;
+  /** The Maglev inner tables installed in sy_maglev. */
+  tableBytes: number;
+  tables: number;
+}
+
+/**
+ * Kernel memory of the datapath's maps: bytes_memlock from `bpftool map show -j`,
+ * summed over maps named sy_* whose ids belong to this datapath. Undefined when
+ * bpftool is unusable.
+ */
+function kernelMemory(dp: SocketLbDatapath): KernelMem | undefined {
   try {
-    const ids = datapathMapIds(dp);
+    const own = new Set<number>(
+      [dp.svc4, dp.svc6, dp.backends, dp.revnat4, dp.revnat6, dp.affinity, dp.svcStats, dp.drops, dp.maglev].map((m) => m.info.id),
+    );
+    const inner = new Set<number>();
+    for (const { value } of dp.maglev.dumpRaw()) inner.add(value.readUInt32LE(0));
     const out = execFileSync('bpftool', ['map', 'show', '-j'], { encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] });
     const maps = JSON.parse(out) as { id: number; name?: string; bytes_memlock?: number }[];
-    let bytes = 0;
-    let count = 0;
+    const r: KernelMem = { baseBytes: 0, tableBytes: 0, tables: 0 };
     for (const m of maps) {
-      if (!ids.has(m.id) || !m.name?.startsWith('sy_') || typeof m.bytes_memlock !== 'number') continue;
-      bytes += m.bytes_memlock;
-      count++;
+      if (!m.name?.startsWith('sy_') || typeof m.bytes_memlock !== 'number') continue;
+      if (own.has(m.id)) r.baseBytes += m.bytes_memlock;
+      else if (inner.has(m.id)) {
+        r.tableBytes += m.bytes_memlock;
+        r.tables++;
+      }
     }
-    return { bytes, maps: count };
+    return r;
   } catch {
     return undefined;
   }
@@ -185,11 +205,13 @@ interface RunResult {
   sizing: MaglevSizing;
   tableM: number;
   fromEmpty: SyncResult;
+  /** No-op applies, each right after a one-change apply (warm, same state). */
   noop: number[];
+  /** The first no-op apply after the from-empty one (cold code paths). */
+  firstNoop: number;
   changes: SyncResult[];
-  rssBeforeMiB: number;
-  rssAfterMiB: number;
-  kernel?: { bytes: number; maps: number };
+  mem: { before: { rss: number; heap: number }; after: { rss: number; heap: number } };
+  kernel?: KernelMem;
 }
 
 async function run(n: number, e: number, sizing: MaglevSizing, changes: number): Promise<RunResult> {
@@ -197,19 +219,17 @@ async function run(n: number, e: number, sizing: MaglevSizing, changes: number):
   const dp = loadFresh(n, e);
   const rec = new Reconciler(dp, sizing);
   await yieldToLoop();
-  global.gc?.();
-  const rssBefore = rss();
+  const before = memory();
   const fromEmpty = check('from empty', rec.apply(fes));
-  const rssAfter = rss();
+  const after = memory();
   await yieldToLoop();
-  const noop: number[] = [];
-  for (let i = 0; i < NOOP_RUNS; i++) {
-    const r = check('no-op', rec.apply(fes));
+  const quiet = (r: SyncResult) => {
     const w = r.written.backends + r.written.tables + r.written.services + r.deleted.backends + r.deleted.tables + r.deleted.services;
     if (w !== 0) throw new Error(`no-op apply wrote or deleted ${w} entries`);
-    noop.push(r.durationMs);
-    await yieldToLoop();
-  }
+    return r.durationMs;
+  };
+  const firstNoop = quiet(check('no-op', rec.apply(fes)));
+  const noop: number[] = [];
   const changed: SyncResult[] = [];
   let state = fes;
   for (let c = 0; c < changes; c++) {
@@ -221,13 +241,12 @@ async function run(n: number, e: number, sizing: MaglevSizing, changes: number):
     }
     changed.push(r);
     await yieldToLoop();
+    noop.push(quiet(check('no-op', rec.apply(state))));
+    await yieldToLoop();
   }
-  const kernel = kernelBytes(dp);
+  const kernel = kernelMemory(dp);
   teardown();
-  return {
-    n, sizing, tableM: rec.tableSizeFor(e), fromEmpty, noop, changes: changed,
-    rssBeforeMiB: mib(rssBefore), rssAfterMiB: mib(rssAfter), kernel,
-  };
+  return { n, sizing, tableM: rec.tableSizeFor(e), fromEmpty, noop, firstNoop, changes: changed, mem: { before, after }, kernel };
 }
 
 /** Pure JavaScript Maglev builds for n services of e backends (the table work of a from-empty apply, without the kernel). */
@@ -243,34 +262,97 @@ function maglevOnlyMs(n: number, e: number, m: number): number {
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
+/**
+ * Kernel floor of a from-empty apply: what publishing one Maglev table costs
+ * (create + fill an inner map, then one update of the sy_maglev slot, done
+ * per service by the reconciler), and what publishing `n` tables costs when
+ * the outer slots are written in a single batch update instead.
+ */
+async function kernelProbe(n: number, m: number): Promise<{ singleUpdateMs: number[]; createFillMs: number; batchMs?: number; batchError?: string }> {
+  const dp = loadFresh(n, 1);
+  const u32 = (v: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v);
+    return b;
+  };
+  const slotKeys = Buffer.alloc(4 * (m + 1));
+  const slotVals = Buffer.alloc(4 * (m + 1));
+  for (let i = 0; i <= m; i++) {
+    slotKeys.writeUInt32LE(i, 4 * i);
+    slotVals.writeUInt32LE(i === 0 ? m : 1, 4 * i);
+  }
+  const tables: ReturnType<SocketLbDatapath['createMaglevTable']>[] = [];
+  try {
+    const t0 = process.hrtime.bigint();
+    for (let id = 1; id <= n; id++) {
+      const t = dp.createMaglevTable(m, id);
+      tables.push(t);
+      t.updateManyRaw(slotKeys, slotVals, m + 1);
+    }
+    const createFillMs = Number(process.hrtime.bigint() - t0) / 1e6 / n;
+    const single: number[] = [];
+    for (let id = 1; id <= Math.min(n, 20); id++) {
+      const t1 = process.hrtime.bigint();
+      dp.maglev.updateRaw(u32(id), u32(tables[id - 1].fd));
+      single.push(Number(process.hrtime.bigint() - t1) / 1e6);
+      await yieldToLoop();
+    }
+    const keys = Buffer.alloc(4 * n);
+    const vals = Buffer.alloc(4 * n);
+    tables.forEach((t, i) => {
+      keys.writeUInt32LE(i + 1, 4 * i);
+      vals.writeUInt32LE(t.fd, 4 * i);
+    });
+    let batchMs: number | undefined;
+    let batchError: string | undefined;
+    try {
+      const t2 = process.hrtime.bigint();
+      native().mapUpdateBatch(dp.maglev.fd, keys, vals, n, 0);
+      batchMs = Number(process.hrtime.bigint() - t2) / 1e6;
+    } catch (e) {
+      batchError = (e as Error).message;
+    }
+    return { singleUpdateMs: single, createFillMs, batchMs, batchError };
+  } finally {
+    for (const t of tables) t.close();
+    teardown();
+  }
+}
+
 // ---------------------------------------------------------------- report
 
 function table(header: string[], rows: string[][]): string {
   const w = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
-  const line = (cells: string[]) => cells.map((s, c) => (c === 0 ? s.padEnd(w[c]) : s.padStart(w[c]))).join('  ');
+  const line = (cells: string[]) => cells.map((s, c) => (c === 0 || c === cells.length - 1 ? s.padEnd(w[c]) : s.padStart(w[c]))).join('  ').trimEnd();
   return [line(header), line(w.map((x) => '-'.repeat(x))), ...rows.map(line)].join('\n');
 }
 const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
+const range = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return `min ${f1(s[0])} max ${f1(s[s.length - 1])}`;
+};
 
 async function main(): Promise<void> {
   const autoSizing: MaglevSizing = { size: MAGLEV_MAX, auto: true };
   const fixedSizing: MaglevSizing = { size: MAGLEV_MAX, auto: false };
   const smallChanges = Math.min(N_SMALL, 10);
-
-  console.log(`reconcile bench: ${N} services x ${E} endpoints (${N * E} backends), node ${process.version}, pid ${process.pid}`);
   const mAuto = autoTableSize(E, MAGLEV_MAX);
+
+  console.log(`reconcile bench: ${N} services x ${E} endpoints (${N * E} backends); node ${process.version}; kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}`);
+  console.log(`  datapath in ${BPF_ROOT}, never attached; maxServices 2N+16, maxBackends 1.2 N E (+64)`);
+
   const maglevBase = maglevOnlyMs(N, E, mAuto);
   await yieldToLoop();
-
   const big = await run(N, E, autoSizing, CHANGES);
   const smallAuto = await run(N_SMALL, E, autoSizing, smallChanges);
   const smallFixed = await run(N_SMALL, E, fixedSizing, smallChanges);
   const maglevFixedBase = maglevOnlyMs(N_SMALL, E, MAGLEV_MAX);
+  const probe = await kernelProbe(N, mAuto);
+  const oneSwap = median(probe.singleUpdateMs);
 
   const scale = N / N_SMALL;
-  const bigNoop = median(big.noop);
-  const bigChange = median(big.changes.map((r) => r.durationMs));
+  const med = (rs: SyncResult[]) => median(rs.map((r) => r.durationMs));
   const rows: string[][] = [];
   const row = (name: string, n: number, m: number, ms: number, goal: number | undefined, base: number | undefined, baseName: string, note = '') =>
     rows.push([
@@ -279,47 +361,59 @@ async function main(): Promise<void> {
     ]);
 
   row('(a) from empty, auto', N, big.tableM, big.fromEmpty.durationMs, GOAL_FROM_EMPTY_MS, maglevBase, 'maglev-only',
-    `wrote ${big.fromEmpty.written.backends} be / ${big.fromEmpty.written.tables} tables / ${big.fromEmpty.written.services} svc`);
-  row('    baseline: maglev-only (JS)', N, mAuto, maglevBase, undefined, undefined, '', `${N} x buildMaglevTable(${E} backends, M=${mAuto})`);
-  const ch = big.changes.map((r) => r.durationMs).sort((a, b) => a - b);
-  row('(b) one endpoint change, auto', N, big.tableM, bigChange, GOAL_ONE_CHANGE_MS, bigNoop, 'no-op',
-    `median of ${ch.length}, min ${f1(ch[0])} max ${f1(ch[ch.length - 1])}`);
-  row('(c) no-op apply, auto', N, big.tableM, bigNoop, undefined, undefined, '', `median of ${big.noop.length}`);
+    `wrote ${big.fromEmpty.written.backends} backends, ${big.fromEmpty.written.tables} tables, ${big.fromEmpty.written.services} services`);
+  row('    baseline: maglev-only (JS)', N, mAuto, maglevBase, undefined, undefined, '', `${N} x buildMaglevTable(${E} backends, M=${mAuto}), no kernel`);
+  row('    baseline: N x one sy_maglev update', N, mAuto, oneSwap * N, undefined, undefined, '', `${f2(oneSwap)} ms per update (median of ${probe.singleUpdateMs.length}) x ${N}`);
+  if (probe.batchMs !== undefined) {
+    row('    probe: N sy_maglev slots in 1 batch', N, mAuto, probe.batchMs, undefined, undefined, '', `one BPF_MAP_UPDATE_BATCH of ${N} inner-map fds`);
+  }
+  row('(b) one endpoint change, auto', N, big.tableM, med(big.changes), GOAL_ONE_CHANGE_MS, median(big.noop), 'no-op',
+    `median of ${big.changes.length}, ${range(big.changes.map((r) => r.durationMs))}`);
+  row('(c) no-op apply, auto', N, big.tableM, median(big.noop), undefined, undefined, '', `median of ${big.noop.length}, ${range(big.noop)}; first ${f1(big.firstNoop)}`);
   row('(d) from empty, auto', N_SMALL, smallAuto.tableM, smallAuto.fromEmpty.durationMs, GOAL_FROM_EMPTY_MS, undefined, '');
   row('(d) from empty, fixed', N_SMALL, smallFixed.tableM, smallFixed.fromEmpty.durationMs, GOAL_FROM_EMPTY_MS, smallAuto.fromEmpty.durationMs, 'auto');
-  row('    baseline: maglev-only (JS)', N_SMALL, MAGLEV_MAX, maglevFixedBase, undefined, undefined, '', `${N_SMALL} x buildMaglevTable(${E} backends, M=${MAGLEV_MAX})`);
+  row('    baseline: maglev-only (JS)', N_SMALL, MAGLEV_MAX, maglevFixedBase, undefined, undefined, '', `${N_SMALL} x buildMaglevTable(${E} backends, M=${MAGLEV_MAX}), no kernel`);
   const fixedExtrap = smallFixed.fromEmpty.durationMs * scale;
   row('(d) from empty, fixed, extrapolated', N, smallFixed.tableM, fixedExtrap, GOAL_FROM_EMPTY_MS, big.fromEmpty.durationMs, 'auto',
     `linear: ${f1(smallFixed.fromEmpty.durationMs)} ms x ${f1(scale)}`);
-  row('(d) one endpoint change, auto', N_SMALL, smallAuto.tableM, median(smallAuto.changes.map((r) => r.durationMs)), GOAL_ONE_CHANGE_MS,
-    median(smallAuto.noop), 'no-op', `median of ${smallAuto.changes.length}`);
-  row('(d) one endpoint change, fixed', N_SMALL, smallFixed.tableM, median(smallFixed.changes.map((r) => r.durationMs)), GOAL_ONE_CHANGE_MS,
-    median(smallFixed.noop), 'no-op', `median of ${smallFixed.changes.length}`);
+  row('(d) one endpoint change, auto', N_SMALL, smallAuto.tableM, med(smallAuto.changes), GOAL_ONE_CHANGE_MS, median(smallAuto.noop), 'no-op',
+    `median of ${smallAuto.changes.length}, ${range(smallAuto.changes.map((r) => r.durationMs))}`);
+  row('(d) one endpoint change, fixed', N_SMALL, smallFixed.tableM, med(smallFixed.changes), GOAL_ONE_CHANGE_MS, median(smallFixed.noop), 'no-op',
+    `median of ${smallFixed.changes.length}, ${range(smallFixed.changes.map((r) => r.durationMs))}`);
+  row('(d) no-op apply, auto', N_SMALL, smallAuto.tableM, median(smallAuto.noop), undefined, undefined, '', `median of ${smallAuto.noop.length}`);
   row('(d) no-op apply, fixed', N_SMALL, smallFixed.tableM, median(smallFixed.noop), undefined, undefined, '', `median of ${smallFixed.noop.length}`);
 
   console.log('');
   console.log(table(['case', 'services', 'M', 'ms', 'goal ms', '/goal', 'vs baseline', 'notes'], rows));
+  if (probe.batchError) console.log(`(batch update of sy_maglev not possible here: ${probe.batchError})`);
+  console.log(`(one inner table of M=${mAuto}: create + fill ${f2(probe.createFillMs)} ms)`);
 
   const memRows: string[][] = [];
-  const kstr = (k?: { bytes: number; maps: number }) => (k ? `${f1(mib(k.bytes))} MiB in ${k.maps} maps` : 'n/a (bpftool)');
-  for (const [name, r, extrap] of [
-    ['auto', big, 1],
-    ['auto', smallAuto, 1],
-    ['fixed', smallFixed, 1],
-    ['fixed, extrapolated', smallFixed, scale],
-  ] as const) {
+  const k = (r: RunResult, fn: (k: KernelMem) => string) => (r.kernel ? fn(r.kernel) : 'n/a');
+  for (const [name, r] of [['auto', big], ['auto', smallAuto], ['fixed', smallFixed]] as const) {
     memRows.push([
-      name, String(Math.round(r.n * extrap)), String(r.tableM),
-      extrap === 1 ? f1(r.rssBeforeMiB) : '-',
-      extrap === 1 ? f1(r.rssAfterMiB) : '-',
-      extrap === 1 ? f1(r.rssAfterMiB - r.rssBeforeMiB) : '-',
-      r.kernel ? (extrap === 1 ? kstr(r.kernel) : `${f1(mib(r.kernel.bytes * extrap))} MiB (linear)`) : 'n/a (bpftool)',
+      name, String(r.n), String(r.tableM),
+      f1(mib(r.mem.before.rss)), f1(mib(r.mem.after.rss)), f1(mib(r.mem.after.heap - r.mem.before.heap)),
+      k(r, (x) => f1(mib(x.baseBytes))), k(r, (x) => `${f1(mib(x.tableBytes))} (${x.tables})`),
+      k(r, (x) => (x.tables ? f1(x.tableBytes / x.tables / 1024) : '-')), k(r, (x) => f1(mib(x.baseBytes + x.tableBytes))),
+    ]);
+  }
+  if (smallFixed.kernel) {
+    const x = smallFixed.kernel;
+    memRows.push([
+      'fixed, extrapolated', String(N), String(smallFixed.tableM), '-', '-', f1(mib((smallFixed.mem.after.heap - smallFixed.mem.before.heap) * scale)),
+      f1(mib(x.baseBytes)), f1(mib(x.tableBytes * scale)), f1(x.tableBytes / x.tables / 1024), f1(mib(x.baseBytes + x.tableBytes * scale)),
     ]);
   }
   console.log('');
-  console.log(table(['memory, sizing', 'services', 'M', 'RSS before MiB', 'RSS after MiB', 'RSS delta MiB', 'kernel (bytes_memlock of sy_* maps)'], memRows));
+  console.log(table(
+    ['memory, sizing', 'services', 'M', 'RSS before MiB', 'RSS after MiB', 'JS retained MiB', 'kernel base MiB', 'kernel tables MiB (n)', 'KiB/table', 'kernel total MiB'],
+    memRows,
+  ));
   console.log('');
-  console.log('RSS before/after bracket the from-empty apply (the frontends are generated before "before"); kernel memory is taken at the end of each run.');
+  console.log('RSS and JS memory are read after a full GC just before and after the from-empty apply (the frontends already exist);');
+  console.log('JS retained = heap + external + array buffers kept by the reconciler. Kernel = bytes_memlock (bpftool) of this');
+  console.log('datapath\'s sy_* maps: base = the object\'s maps sized as above, tables = Maglev inner maps; extrapolation is linear in N.');
 }
 
 try {

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds switchyard, then runs the benchmarks in sequence:
+#   dist/bench/maglev.js     Maglev table build time (pure JavaScript)
+#   dist/bench/reconcile.js  reconciler against a real, unattached datapath (root; BPF)
+#   dist/bench/connect.js    connect() overhead of the socket LB in the lab (root; netns, cgroups, BPF)
+# They print figures against their goals and against baselines measured in the
+# same run; they assert nothing. Each cleans up after itself, also on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ "$(id -u)" != 0 ]; then
+  echo "bench: the reconcile and connect benchmarks need root (BPF, namespaces, cgroups); run as root" >&2
+  exit 1
+fi
+node dist/bench/maglev.js
+echo
+node dist/bench/reconcile.js
+echo
+node dist/bench/connect.js
