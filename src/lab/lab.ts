@@ -419,11 +419,17 @@ export class Lab {
           for (const p of pids) tryRun('kill', ['-9', p]);
           execFileSync('sleep', ['0.1']);
         }
-        try {
-          rmdirSync(join(cgBase, n.name));
-          removed.push(join(cgBase, n.name));
-        } catch {
-          /* reported below if the base stays */
+        // A killed process leaves the cgroup only once it is reaped: retry
+        // rmdir while the kernel still reports the cgroup busy.
+        for (let i = 0; i < 50; i++) {
+          try {
+            rmdirSync(join(cgBase, n.name));
+            removed.push(join(cgBase, n.name));
+            break;
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== 'EBUSY') break;
+            execFileSync('sleep', ['0.1']);
+          }
         }
       }
       try {

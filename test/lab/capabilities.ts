@@ -26,3 +26,16 @@ export function requireLabCapabilities(): void {
   if (!existsSync(join(repoRoot, 'bpf/sock_lb.o'))) missing.push('bpf/sock_lb.o (run `npm run build`)');
   if (missing.length) throw new Error(`lab tests cannot run here; missing: ${missing.join('; ')}`);
 }
+
+/**
+ * Lab name prefix and API port base for this test run. Several checkouts can
+ * run their lab tests side by side when each sets SY_TEST_LAB_PREFIX and
+ * SY_TEST_PORT_BASE (namespaces, cgroups, pins and state are all per prefix).
+ */
+export const TEST_LAB_PREFIX = process.env.SY_TEST_LAB_PREFIX ?? 'sytest';
+const PORT_BASE = Number(process.env.SY_TEST_PORT_BASE ?? 19200);
+
+/** A distinct API port for test `slot` (0…99). */
+export function testPort(slot: number): number {
+  return PORT_BASE + slot;
+}

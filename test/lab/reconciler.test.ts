@@ -10,9 +10,9 @@ import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.
 import { Reconciler } from '../../src/dataplane/reconciler.js';
 import type { Backend, Frontend } from '../../src/model/types.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
-import { requireLabCapabilities } from './capabilities.js';
+import { TEST_LAB_PREFIX, requireLabCapabilities } from './capabilities.js';
 
-const root = `/sys/fs/bpf/sytest-rec-${process.pid}`;
+const root = `/sys/fs/bpf/${TEST_LAB_PREFIX}-rec-${process.pid}`;
 let cgroup = '';
 const open: SocketLbDatapath[] = [];
 
@@ -57,7 +57,7 @@ function liveSlots(dp: SocketLbDatapath, addr: string): Record<string, number> {
 describe('reconciler on real maps', () => {
   before(() => {
     requireLabCapabilities();
-    cgroup = join(findCgroup2Root(), `sytest-rec-${process.pid}`);
+    cgroup = join(findCgroup2Root(), `${TEST_LAB_PREFIX}-rec-${process.pid}`);
     mkdirSync(cgroup, { recursive: true });
   });
   afterEach(() => {

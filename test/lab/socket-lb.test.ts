@@ -11,13 +11,13 @@ import { join } from 'node:path';
 import { Lab, defaultSpec } from '../../src/lab/lab.js';
 import { endpointSlice, exampleObjects, service } from '../../src/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
-import { requireLabCapabilities } from './capabilities.js';
+import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
-const PORTS = { n1: 19201, n2: 19202 };
+const PORTS = { n1: testPort(1), n2: testPort(2) };
 const VIP = '10.96.0.10';
 
 describe('socket LB in the lab', () => {
-  const lab = new Lab(defaultSpec('sytest'));
+  const lab = new Lab(defaultSpec(TEST_LAB_PREFIX));
   let base: object[] = [];
 
   /** Writes base objects plus extras and waits until both agents applied them. */
