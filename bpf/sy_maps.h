@@ -49,14 +49,16 @@ struct {
  * Service id → its Maglev table (array of backend ids). BPF_F_INNER_MAP lets
  * every service have a table of its own size; a new table is built aside and
  * swapped in with one update of the outer slot, so a lookup sees either the
- * whole old table or the whole new one.
+ * whole old table or the whole new one. Slot 0 holds M; M = 0 (the shared
+ * one-slot "no table" map) means the service has no table.
  */
 struct sy_maglev_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 251);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(map_flags, BPF_F_INNER_MAP);
+	/* mmapable: the agent fills a fresh table with one memcpy. */
+	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 };
 
 struct {

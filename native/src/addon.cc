@@ -17,6 +17,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <mutex>
 #include <set>
 #include <string>
@@ -370,6 +371,41 @@ Napi::Value MapCreate(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, TrackFd(env, fd));
 }
 
+// mapMmapWrite(fd, data, offset) / mapMmapRead(fd, length, offset) -> Buffer:
+// copy to / from the value area of a BPF_F_MMAPABLE array (element stride is
+// the value size rounded up to 8 bytes). One mapping per call.
+static void *MapValueArea(Napi::Env env, int fd, size_t end, size_t *maplen, int prot) {
+  long pg = sysconf(_SC_PAGESIZE);
+  *maplen = (end + pg - 1) / pg * pg;
+  void *p = mmap(nullptr, *maplen, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    ThrowErrno(env, errno, "mmap of BPF map");
+    return nullptr;
+  }
+  return p;
+}
+
+Napi::Value MapMmapWrite(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto data = BufArg(info, 1);
+  size_t off = U32Arg(info, 2), maplen = 0;
+  void *p = MapValueArea(env, FdArg(info, 0), off + data.Length(), &maplen, PROT_READ | PROT_WRITE);
+  if (!p) return env.Undefined();
+  memcpy(static_cast<uint8_t *>(p) + off, data.Data(), data.Length());
+  munmap(p, maplen);
+  return env.Undefined();
+}
+
+Napi::Value MapMmapRead(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  size_t len = U32Arg(info, 1), off = U32Arg(info, 2), maplen = 0;
+  void *p = MapValueArea(env, FdArg(info, 0), off + len, &maplen, PROT_READ);
+  if (!p) return env.Undefined();
+  auto out = Napi::Buffer<uint8_t>::Copy(env, static_cast<uint8_t *>(p) + off, len);
+  munmap(p, maplen);
+  return out;
+}
+
 // mapLookup(fd, key, valueSize) -> Buffer | null
 Napi::Value MapLookup(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -581,6 +617,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("mapDump", Napi::Function::New(env, MapDump));
   exports.Set("mapUpdateBatch", Napi::Function::New(env, MapUpdateBatch));
   exports.Set("mapDeleteBatch", Napi::Function::New(env, MapDeleteBatch));
+  exports.Set("mapMmapWrite", Napi::Function::New(env, MapMmapWrite));
+  exports.Set("mapMmapRead", Napi::Function::New(env, MapMmapRead));
   exports.Set("progTestRun", Napi::Function::New(env, ProgTestRun));
   exports.Set("numPossibleCpus", Napi::Function::New(env, NumPossibleCpus));
   exports.Set("btfStructs", Napi::Function::New(env, BtfStructs));

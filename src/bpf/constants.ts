@@ -16,6 +16,7 @@ export const MapType = {
 } as const;
 
 export const BPF_F_NO_PREALLOC = 1 << 0;
+export const BPF_F_MMAPABLE = 1 << 10;
 export const BPF_F_INNER_MAP = 1 << 12;
 
 export const AttachType = {

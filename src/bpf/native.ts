@@ -77,6 +77,9 @@ export interface NativeAddon {
   mapDump(fd: number, keySize: number, valueSize: number): { keys: Buffer; values: Buffer; count: number };
   mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): number;
   mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
+  /** Copies into / out of the value area of a BPF_F_MMAPABLE array (element stride: value size rounded up to 8). */
+  mapMmapWrite(fd: number, data: Buffer, offset: number): void;
+  mapMmapRead(fd: number, length: number, offset: number): Buffer;
   progTestRun(fd: number, data: Buffer, repeat: number, outSize: number): { retval: number; data: Buffer; durationNs: number };
   numPossibleCpus(): number;
   btfStructs(objPath: string, names: string[]): Record<string, BtfStruct>;

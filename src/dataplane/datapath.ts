@@ -12,13 +12,16 @@ import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, unlink
 import { join } from 'node:path';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
-import { BPF_F_INNER_MAP, MapType, attachTypeName } from '../bpf/constants.js';
+import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, MapType, attachTypeName } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
 import {
-  affinityKeyCodec, affinityValCodec, backendCodec, checkLayouts, ALL_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
+  affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, ALL_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
   svcStatsCodec, svcValCodec,
 } from './layout.js';
+
+/** Flags of every Maglev inner map; must equal the template's in bpf/sy_maps.h. */
+export const MAGLEV_INNER_FLAGS = BPF_F_INNER_MAP | BPF_F_MMAPABLE;
 
 export const SOCK_LB_OBJECT = join(repoRoot, 'bpf', 'sock_lb.o');
 
@@ -183,20 +186,71 @@ export class SocketLbDatapath {
 
   /** Creates an empty Maglev inner table of M + 1 slots (slot 0 = M). Caller closes the fd. */
   createMaglevTable(m: number, svcId: number): BpfMap<number, number> {
-    const fd = native().mapCreate(MapType.ARRAY, 4, 4, m + 1, BPF_F_INNER_MAP, `sy_mg_${svcId}`.slice(0, 15));
+    const fd = native().mapCreate(MapType.ARRAY, 4, 4, m + 1, MAGLEV_INNER_FLAGS, `sy_mg_${svcId}`.slice(0, 15));
     return new BpfMap(fd, u32Codec, u32Codec, `sy_mg_${svcId}`);
   }
 
-  /** Opens the inner table currently installed for svcId, or undefined. Caller closes it. */
+  /**
+   * The shared "no table" inner map: one slot holding M = 0. Releasing many
+   * outer slots at once is a batch update to this map (the kernel has no batch
+   * delete for map-in-map, and every single delete waits for an RCU grace
+   * period); the programs read M = 0 as "no table". Created on first use.
+   */
+  noTableFd(): number {
+    if (this.noTable === undefined) {
+      const fd = native().mapCreate(MapType.ARRAY, 4, 4, 1, MAGLEV_INNER_FLAGS, 'sy_mg_none');
+      this.noTable = fd; // array slots start at 0: M = 0
+    }
+    return this.noTable;
+  }
+  private noTable?: number;
+
+  /** Opens the inner table currently installed for svcId, or undefined (none, or the no-table map). Caller closes it. */
   openMaglevTable(svcId: number): BpfMap<number, number> | undefined {
     const id = this.maglev.lookup(svcId);
     if (!id) return undefined;
+    let table: BpfMap<number, number>;
     try {
-      return new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
+      table = new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
     } catch (e) {
       if (isBpfError(e, 'ENOENT')) return undefined;
       throw e;
     }
+    if (!table.lookup(MAGLEV_SIZE_SLOT)) {
+      table.close();
+      return undefined;
+    }
+    return table;
+  }
+
+  /**
+   * Fills a fresh inner table with one copy into its mmapped value area
+   * (slot 0 = M, then the M backend ids; array slots are 8 bytes apart).
+   */
+  writeMaglevTable(table: BpfMap<number, number>, m: number, ids: Uint32Array): void {
+    const area = new Uint32Array(2 * (m + 1));
+    area[0] = m;
+    for (let i = 0; i < m; i++) area[2 * (i + 1)] = ids[i];
+    native().mapMmapWrite(table.fd, Buffer.from(area.buffer), 0);
+  }
+
+  /** Reads a table back: slot 0 = M, then M ids. */
+  readMaglevTable(table: BpfMap<number, number>): Uint32Array {
+    const m = table.lookup(MAGLEV_SIZE_SLOT) ?? 0;
+    const out = new Uint32Array(m + 1);
+    try {
+      const raw = native().mapMmapRead(table.fd, 8 * (m + 1), 0);
+      const area = new Uint32Array(raw.buffer, raw.byteOffset, raw.length / 4);
+      for (let i = 0; i <= m; i++) out[i] = area[2 * i];
+    } catch (e) {
+      if (!isBpfError(e)) throw e;
+      // A table made without BPF_F_MMAPABLE: read it entry by entry.
+      for (const s of table.dumpRaw()) {
+        const i = s.key.readUInt32LE(0);
+        if (i <= m) out[i] = s.value.readUInt32LE(0);
+      }
+    }
+    return out;
   }
 
   /** Counts per drop reason, summed over CPUs. */
@@ -208,6 +262,8 @@ export class SocketLbDatapath {
 
   /** Releases this process's handles; pinned maps and links keep the datapath running. */
   close(): void {
+    if (this.noTable !== undefined) native().close(this.noTable);
+    this.noTable = undefined;
     this.obj.close();
   }
 }

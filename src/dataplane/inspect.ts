@@ -40,12 +40,9 @@ export function dumpServices(dp: SocketLbDatapath, rec: Reconciler): ServiceEntr
       const table = dp.openMaglevTable(v.svcId);
       if (table) {
         try {
-          for (const s of table.dumpRaw()) {
-            const idx = s.key.readUInt32LE(0);
-            const id = s.value.readUInt32LE(0);
-            if (idx === 0) maglevSize = id;
-            else slots.set(id, (slots.get(id) ?? 0) + 1);
-          }
+          const t = dp.readMaglevTable(table);
+          maglevSize = t[0];
+          for (let i = 1; i < t.length; i++) slots.set(t[i], (slots.get(t[i]) ?? 0) + 1);
         } finally {
           table.close();
         }

@@ -23,6 +23,8 @@ import { buildMaglevTable, autoTableSize, isValidTableSize, DEFAULT_MAGLEV_SIZE 
 import type { Backend, Frontend, FrontendType, ServicePortName } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { BpfMap } from '../bpf/map.js';
+import { native } from '../bpf/native.js';
+import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, MAGLEV_SIZE_SLOT, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
@@ -52,18 +54,6 @@ export interface SyncError {
   reason: string;
 }
 
-/** What the reconciler knows it wrote for a frontend. */
-interface FrontendState {
-  svcId: number;
-  family: 4 | 6;
-  keyBuf: Buffer;
-  valHex: string;
-  tableSig: string;
-  servicePort: ServicePortName;
-  type: FrontendType;
-  affinity: boolean;
-}
-
 /** Per-frontend metadata the API uses to explain map entries. */
 export interface FrontendMeta {
   svcId: number;
@@ -80,27 +70,83 @@ export interface BackendMeta {
   local: boolean;
 }
 
-interface DesiredFrontend {
+/** One difference between what the reconciler programmed and what a map holds. */
+export interface DriftEntry {
+  map: string;
+  /** Human-readable key: frontend "addr:port/PROTO scope", backend id, or svc id. */
+  key: string;
+  kind: 'missing' | 'unexpected' | 'differs';
+  service?: string;
+  expected?: unknown;
+  actual?: unknown;
+}
+
+/** What the reconciler knows it wrote for a frontend. */
+interface FrontendState {
+  /** The model object last applied; undefined right after adoption from the maps. */
+  fe?: Frontend;
+  svcId: number;
+  family: 4 | 6;
+  keyBuf: Buffer;
+  valHex: string;
+  /** 'empty' (no table), `${M}:…` (signature of the table written), 'live' (adopted, see liveTable), 'unknown'. */
+  tableSig: string;
+  /** Adopted table (slot 0 = M), kept until the first apply compares it. */
+  liveTable?: Uint32Array;
+  /** The backends the table was built from, with their ids (same order). */
+  tableBackends: readonly Backend[];
+  tableIds: readonly number[];
+  /** Distinct backend ids this frontend holds a reference on. */
+  refIds: readonly number[];
+  servicePort: ServicePortName;
+  type: FrontendType;
+  affinity: boolean;
+}
+
+interface BackendState {
+  id: number;
+  /** `${servicePort}#${addr}|${port}|${proto}`; undefined for an adopted entry not yet matched. */
+  ident?: string;
+  /** Maglev identity (addr|port|proto) of what the map holds. */
+  mkey: string;
+  refs: number;
+  /** Hex of the value in the map; '' when not written yet. */
+  hex: string;
+  meta?: BackendMeta;
+}
+
+/** A desired frontend whose model object changed since the last apply. */
+interface Change {
   feKey: string;
   fe: Frontend;
   keyBuf: Buffer;
-  idents: string[];
+  backends: Backend[];
+  ids: number[];
 }
 
 const SCOPE_NUM = { internal: SCOPE_INTERNAL, external: SCOPE_EXTERNAL } as const;
 
+/** Inner maps held open at once while their outer slots are published in one batch. */
+const SWAP_CHUNK = 4096;
+
 export function frontendKeyString(family: 4 | 6, addr: string, port: number, proto: number, scope: number): string {
   return `${family}|${addr}|${port}|${proto}|${scope}`;
+}
+
+function frontendKeyOf(fe: Frontend): string {
+  return frontendKeyString(fe.family, fe.addr, fe.port, IPPROTO[fe.protocol], SCOPE_NUM[fe.scope]);
+}
+
+function readableKey(feKey: string): string {
+  const [, addr, port, proto, scope] = feKey.split('|');
+  const p = proto === '6' ? 'TCP' : proto === '17' ? 'UDP' : proto;
+  return `${addr.includes(':') ? `[${addr}]` : addr}:${port}/${p} ${Number(scope) === SCOPE_INTERNAL ? 'internal' : 'external'}`;
 }
 
 /** Identity that decides a backend's Maglev permutation: the same on every node. */
 function maglevKey(b: { addr: string; port: number; protocol?: string; proto?: number }): string {
   const proto = b.protocol ? IPPROTO[b.protocol as keyof typeof IPPROTO] : b.proto;
   return `${b.addr}|${b.port}|${proto}`;
-}
-
-function backendIdent(sp: string, b: Backend): string {
-  return `${sp}#${maglevKey(b)}`;
 }
 
 function backendVal(b: Backend): BackendVal {
@@ -113,25 +159,39 @@ function backendVal(b: Backend): BackendVal {
   };
 }
 
+function svcVal(fe: Frontend, svcId: number, backendCount: number): SvcVal {
+  return {
+    svcId,
+    backendCount: Math.min(backendCount, 0xffff),
+    flags:
+      (fe.affinityTimeoutSec > 0 ? SVC_F_AFFINITY : 0) |
+      (fe.type === 'NodePort' ? SVC_F_NODEPORT : 0) |
+      (fe.type === 'LoadBalancer' || fe.type === 'ExternalIP' ? SVC_F_EXTERNAL : 0),
+    affinityTimeout: fe.affinityTimeoutSec,
+  };
+}
+
 export class Reconciler {
   private readonly frontends = new Map<string, FrontendState>();
-  private readonly backendIds = new Map<string, number>();
-  private readonly backendHex = new Map<number, string>();
-  private readonly backendMeta = new Map<number, BackendMeta>();
+  private readonly beById = new Map<number, BackendState>();
+  private readonly idByIdent = new Map<string, number>();
   private readonly usedSvcIds = new Set<number>();
+  /** Outer slots holding a real table that no frontend owns (found at adoption). */
+  private readonly orphanTables = new Set<number>();
+  /** Backend ids whose reference count may have dropped to 0. */
+  private readonly unrefCandidates = new Set<number>();
+  /** Frontend key per model object: unchanged objects cost one lookup per apply. */
+  private feKeys = new WeakMap<Frontend, string>();
+  private lastFrontends: readonly Frontend[] = [];
   private nextSvcId = 1;
   private nextBackendId = 1;
   private adopted = false;
-  private readonly slotKeys: Buffer;
 
   constructor(
     private readonly dp: SocketLbDatapath,
     private readonly sizing: MaglevSizing = { size: DEFAULT_MAGLEV_SIZE, auto: true },
   ) {
     if (!isValidTableSize(sizing.size)) throw new RangeError(`Maglev table size ${sizing.size} is not one of the supported primes`);
-    // Keys 0..M for the batch write of any table: written once, sliced per table.
-    this.slotKeys = Buffer.alloc(4 * (sizing.size + 1));
-    for (let i = 0; i <= sizing.size; i++) this.slotKeys.writeUInt32LE(i, i * 4);
   }
 
   tableSizeFor(n: number): number {
@@ -147,20 +207,24 @@ export class Reconciler {
   }
 
   backendInfo(): Map<number, BackendMeta> {
-    return new Map(this.backendMeta);
+    const m = new Map<number, BackendMeta>();
+    for (const b of this.beById.values()) if (b.meta && b.hex) m.set(b.id, b.meta);
+    return m;
   }
 
   /**
-   * Reads what the pinned maps hold (left by a previous agent) and adopts the
-   * ids of entries that the desired state still wants. Called by the first
-   * apply(); entries nobody wants are deleted by that apply.
+   * Reads what the pinned maps hold (left by a previous agent, or changed
+   * behind our back) and takes it as the current state: ids are kept, tables
+   * are compared by content on the next apply, and whatever no desired
+   * frontend claims is removed by that apply.
    */
-  private adopt(desired: Map<string, DesiredFrontend>): void {
+  private adopt(): void {
     this.adopted = true;
-    const actualBackends = new Map<number, BackendVal>();
-    for (const [id, v] of this.dp.backends.entries()) {
-      actualBackends.set(id, v);
-      this.backendHex.set(id, backendCodec.encode(v).toString('hex'));
+    for (const { key, value } of this.dp.backends.dumpRaw()) {
+      const id = key.readUInt32LE(0);
+      const v = backendCodec.decode(value);
+      this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, hex: value.toString('hex') });
+      this.unrefCandidates.add(id);
       if (id >= this.nextBackendId) this.nextBackendId = id + 1;
     }
     const scan = (map: BpfMap<any, SvcVal>, family: 4 | 6) => {
@@ -169,45 +233,67 @@ export class Reconciler {
         const v = svcValCodec.decode(value);
         const feKey = frontendKeyString(family, k.addr, k.port, k.proto, k.scope);
         this.usedSvcIds.add(v.svcId);
-        const d = desired.get(feKey);
-        // Read the live table back so that an unchanged service is not rewritten.
-        let tableSig = 'unknown';
+        let tableSig = v.backendCount === 0 ? 'empty' : 'unknown';
+        let liveTable: Uint32Array | undefined;
+        const refIds: number[] = [];
         const table = this.dp.openMaglevTable(v.svcId);
         if (table) {
           try {
-            const slots = table.dumpRaw();
-            const ids = new Uint32Array(slots.length);
-            for (const s of slots) ids[s.key.readUInt32LE(0)] = s.value.readUInt32LE(0);
-            tableSig = `live:${Buffer.from(ids.buffer).toString('hex')}`;
-            if (d) {
-              const sp = servicePortKey(d.fe.servicePort);
-              for (let i = 1; i < ids.length; i++) {
-                const be = actualBackends.get(ids[i]);
-                if (!be) continue;
-                const ident = `${sp}#${maglevKey(be)}`;
-                if (!this.backendIds.has(ident)) this.backendIds.set(ident, ids[i]);
+            liveTable = this.dp.readMaglevTable(table);
+            tableSig = 'live';
+            for (const id of new Set(liveTable.subarray(1))) {
+              const b = this.beById.get(id);
+              if (b) {
+                b.refs++;
+                refIds.push(id);
               }
             }
           } finally {
             table.close();
           }
-        } else if (v.backendCount === 0) {
-          tableSig = 'empty';
         }
         this.frontends.set(feKey, {
-          svcId: v.svcId,
-          family,
-          keyBuf: Buffer.from(key),
-          valHex: value.toString('hex'),
-          tableSig,
-          servicePort: d?.fe.servicePort ?? { namespace: '', name: '', port: '', protocol: 'TCP' },
-          type: d?.fe.type ?? 'ClusterIP',
-          affinity: (v.flags & SVC_F_AFFINITY) !== 0,
+          svcId: v.svcId, family, keyBuf: Buffer.from(key), valHex: value.toString('hex'), tableSig, liveTable,
+          tableBackends: [], tableIds: [], refIds,
+          servicePort: { namespace: '', name: '', port: '', protocol: k.proto === IPPROTO.UDP ? 'UDP' : 'TCP' },
+          type: 'ClusterIP', affinity: (v.flags & SVC_F_AFFINITY) !== 0,
         });
       }
     };
     scan(this.dp.svc4, 4);
     scan(this.dp.svc6, 6);
+    // Tables in slots that no service entry names (a service entry deleted behind our back).
+    for (const { key } of this.dp.maglev.dumpRaw()) {
+      const svcId = key.readUInt32LE(0);
+      if (this.usedSvcIds.has(svcId)) continue;
+      const t = this.dp.openMaglevTable(svcId);
+      if (t) {
+        t.close();
+        this.orphanTables.add(svcId);
+      }
+    }
+  }
+
+  /** Forgets what it believes and re-reads the maps on the next apply. */
+  private forget(): void {
+    this.frontends.clear();
+    this.beById.clear();
+    this.idByIdent.clear();
+    this.usedSvcIds.clear();
+    this.orphanTables.clear();
+    this.unrefCandidates.clear();
+    this.feKeys = new WeakMap();
+    this.adopted = false;
+  }
+
+  /**
+   * Re-reads the maps and reapplies the last desired state: whatever was
+   * changed behind the agent's back (an entry deleted, a value overwritten,
+   * a table replaced) is repaired, and nothing else is written.
+   */
+  resync(): SyncResult {
+    this.forget();
+    return this.apply(this.lastFrontends);
   }
 
   private allocSvcId(): number {
@@ -223,43 +309,20 @@ export class Reconciler {
     throw new Error(`no free service id: all ${max - 1} are in use (raise --max-services)`);
   }
 
-  private freeSvcId(id: number, hadAffinity: boolean): void {
-    if (hadAffinity) {
-      // Affinity entries name the svc id; none may survive into its next owner.
+  /** Releases service ids; affinity entries that name one of them are deleted first (one pass over the map). */
+  private freeSvcIds(ids: { svcId: number; affinity: boolean }[]): void {
+    const sticky = new Set(ids.filter((i) => i.affinity).map((i) => i.svcId));
+    if (sticky.size > 0) {
       for (const { key } of this.dp.affinity.dumpRaw()) {
-        if (affinityKeyCodec.decode(key).svcId === id) this.dp.affinity.deleteRaw(key);
+        if (sticky.has(affinityKeyCodec.decode(key).svcId)) this.dp.affinity.deleteRaw(key);
       }
     }
-    this.usedSvcIds.delete(id);
-  }
-
-  private compile(frontends: readonly Frontend[], errors: SyncError[]): Map<string, DesiredFrontend> {
-    const out = new Map<string, DesiredFrontend>();
-    for (const fe of frontends) {
-      if (fe.protocol === 'SCTP') {
-        errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB' });
-        continue;
-      }
-      const proto = IPPROTO[fe.protocol];
-      const scope = SCOPE_NUM[fe.scope];
-      const feKey = frontendKeyString(fe.family, fe.addr, fe.port, proto, scope);
-      if (out.has(feKey)) {
-        errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(out.get(feKey)!.fe.servicePort)}` });
-        continue;
-      }
-      const keyBuf =
-        fe.family === 4
-          ? svc4KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope })
-          : svc6KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope });
-      const sp = servicePortKey(fe.servicePort);
-      const backends = fe.backends.filter((b) => b.family === fe.family && b.weight > 0);
-      out.set(feKey, { feKey, fe: { ...fe, backends }, keyBuf, idents: backends.map((b) => backendIdent(sp, b)) });
-    }
-    return out;
+    for (const { svcId } of ids) this.usedSvcIds.delete(svcId);
   }
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
   apply(frontends: readonly Frontend[]): SyncResult {
+    this.lastFrontends = frontends;
     const first = this.applyOnce(frontends);
     // Make-before-break needs room for the new entries before the old ones go.
     // When a map was too full for that, the deletions of this pass made room:
@@ -277,230 +340,417 @@ export class Reconciler {
   private applyOnce(frontends: readonly Frontend[]): SyncResult {
     const t0 = process.hrtime.bigint();
     const errors: SyncError[] = [];
-    const desired = this.compile(frontends, errors);
-    if (!this.adopted) this.adopt(desired);
+    if (!this.adopted) this.adopt();
     const written = { backends: 0, tables: 0, services: 0 };
     const deleted = { backends: 0, tables: 0, services: 0 };
 
-    // 1. Backends.
-    const wantedBackends = new Map<number, { val: BackendVal; meta: BackendMeta }>();
-    for (const d of desired.values()) {
-      const sp = servicePortKey(d.fe.servicePort);
-      d.fe.backends.forEach((b, i) => {
-        const ident = d.idents[i];
-        let id = this.backendIds.get(ident);
+    // Which frontends are wanted, and which of them changed (by model object identity).
+    const desired = new Map<string, Frontend>();
+    const changes: Change[] = [];
+    for (const fe of frontends) {
+      let feKey = this.feKeys.get(fe);
+      if (feKey === undefined) {
+        if (fe.protocol === 'SCTP') {
+          errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB' });
+          continue;
+        }
+        feKey = frontendKeyOf(fe);
+        this.feKeys.set(fe, feKey);
+      }
+      const other = desired.get(feKey);
+      if (other) {
+        errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}` });
+        continue;
+      }
+      desired.set(feKey, fe);
+      if (this.frontends.get(feKey)?.fe === fe) continue;
+      const proto = IPPROTO[fe.protocol];
+      const scope = SCOPE_NUM[fe.scope];
+      const keyBuf =
+        fe.family === 4
+          ? svc4KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope })
+          : svc6KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope });
+      const backends = fe.backends.filter((b) => b.family === fe.family && b.weight > 0);
+      changes.push({ feKey, fe, keyBuf, backends, ids: new Array(backends.length) });
+    }
+    const removed: [string, FrontendState][] = [];
+    for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
+
+    // 1. Backends: ids (stable per service port and address), then the entries that differ.
+    const beWrites = new Map<number, { val: Buffer; state: BackendState }>();
+    for (const c of changes) {
+      const sp = servicePortKey(c.fe.servicePort);
+      const prev = this.frontends.get(c.feKey);
+      const live = prev?.liveTable ? this.liveIdsByKey(prev) : undefined;
+      c.backends.forEach((b, i) => {
+        const mkey = maglevKey(b);
+        const ident = `${sp}#${mkey}`;
+        let id = this.idByIdent.get(ident);
         if (id === undefined) {
-          id = this.nextBackendId++;
-          this.backendIds.set(ident, id);
+          const adoptable = live?.get(mkey);
+          id = adoptable !== undefined && this.beById.get(adoptable)?.ident === undefined ? adoptable : this.nextBackendId++;
+          this.idByIdent.set(ident, id);
         }
-        if (!wantedBackends.has(id)) {
-          wantedBackends.set(id, {
-            val: backendVal(b),
-            meta: { id, servicePort: sp, nodeName: b.nodeName, ready: b.ready, terminating: b.terminating, local: b.local },
-          });
+        let st = this.beById.get(id);
+        if (!st) {
+          st = { id, mkey, refs: 0, hex: '' };
+          this.beById.set(id, st);
+          this.unrefCandidates.add(id);
         }
+        st.ident = ident;
+        st.meta = { id, servicePort: sp, nodeName: b.nodeName, ready: b.ready, terminating: b.terminating, local: b.local };
+        c.ids[i] = id;
+        if (beWrites.has(id)) return;
+        const val = backendCodec.encode(backendVal(b));
+        if (st.hex !== val.toString('hex')) beWrites.set(id, { val, state: st });
       });
     }
     const failedBackends = new Set<number>();
-    const beWrites: [number, BackendVal][] = [];
-    for (const [id, { val, meta }] of wantedBackends) {
-      this.backendMeta.set(id, meta);
-      if (this.backendHex.get(id) !== backendCodec.encode(val).toString('hex')) beWrites.push([id, val]);
-    }
-    this.writeMany(this.dp.backends, beWrites, (id, err) => {
-      failedBackends.add(id);
-      errors.push({ reason: `backend ${id}: ${err.message}` });
-    });
-    for (const [id, val] of beWrites) {
-      if (!failedBackends.has(id)) {
-        this.backendHex.set(id, backendCodec.encode(val).toString('hex'));
-        written.backends++;
-      }
+    this.writeBatch(
+      this.dp.backends,
+      [...beWrites].map(([id, w]) => [u32(id), w.val, id] as const),
+      (id, err) => {
+        failedBackends.add(id);
+        errors.push({ reason: `backend ${id}: ${err.message}` });
+      },
+    );
+    for (const [id, w] of beWrites) {
+      if (failedBackends.has(id)) continue;
+      w.state.hex = w.val.toString('hex');
+      w.state.mkey = maglevKey(backendCodec.decode(w.val));
+      written.backends++;
     }
 
-    // 2. Tables, and the service values that go with them.
-    const svcWrites: { 4: [Buffer, Buffer, string][]; 6: [Buffer, Buffer, string][] } = { 4: [], 6: [] };
-    const emptied: number[] = [];
-    const newStates = new Map<string, FrontendState>();
-    for (const d of desired.values()) {
-      const ids = d.idents.map((i) => this.backendIds.get(i)!);
-      if (ids.some((id) => failedBackends.has(id))) {
-        errors.push({ frontend: d.feKey, servicePort: servicePortKey(d.fe.servicePort), reason: 'a backend could not be written; previous state kept' });
+    // 2. Tables: built aside, then published in batches (one RCU wait per batch, not per table).
+    interface Pending {
+      c: Change;
+      prev?: FrontendState;
+      svcId: number;
+      isNew: boolean;
+      tableSig: string;
+      valBuf: Buffer;
+      inner?: BpfMap<number, number>;
+      failed?: boolean;
+    }
+    const pending: Pending[] = [];
+    const clears = new Set<number>();
+    const newStats: number[] = [];
+    for (const c of changes) {
+      const fail = (reason: string) => errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason });
+      if (c.ids.some((id) => failedBackends.has(id))) {
+        fail('a backend could not be written; previous state kept');
         continue;
       }
-      const prev = this.frontends.get(d.feKey);
+      const prev = this.frontends.get(c.feKey);
       let svcId = prev?.svcId;
-      try {
-        if (svcId === undefined) {
+      const isNew = svcId === undefined;
+      if (svcId === undefined) {
+        try {
           svcId = this.allocSvcId();
-          this.dp.svcStats.updateRaw(u32(svcId), Buffer.alloc(16 * this.dp.svcStats.cpus));
+        } catch (e) {
+          fail((e as Error).message);
+          continue;
         }
-      } catch (e) {
-        errors.push({ frontend: d.feKey, servicePort: servicePortKey(d.fe.servicePort), reason: (e as Error).message });
-        continue;
+        newStats.push(svcId);
       }
-      const m = this.tableSizeFor(ids.length);
-      const weights = d.fe.backends.map((b) => b.weight);
-      const keys = d.fe.backends.map((b) => maglevKey(b));
-      const tableSig = m === 0 ? 'empty' : `${m}:${keys.map((k, i) => `${k}*${weights[i]}=${ids[i]}`).sort().join(',')}`;
-      let sigNow = prev?.tableSig;
-      if (m > 0 && sigNow !== tableSig) {
-        const table = buildMaglevTable(keys.map((key, i) => ({ key, weight: weights[i], value: ids[i] })), m);
-        if (sigNow?.startsWith('live:') && sigNow === `live:${liveHex(m, table)}`) {
-          sigNow = tableSig; // restart: the live table already is this one
-        } else {
+      const m = this.tableSizeFor(c.ids.length);
+      const tableSig = m === 0 ? 'empty' : `${m}:${c.backends.map((b, i) => `${maglevKey(b)}*${b.weight}=${c.ids[i]}`).sort().join(',')}`;
+      const p: Pending = { c, prev, svcId, isNew, tableSig, valBuf: svcValCodec.encode(svcVal(c.fe, svcId, c.ids.length)) };
+      if (m > 0 && prev?.tableSig !== tableSig) {
+        const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
+        if (!(prev?.liveTable && sameTable(prev.liveTable, m, table))) {
           try {
-            this.installTable(svcId, m, table);
-            written.tables++;
-            sigNow = tableSig;
+            p.inner = this.fillTable(svcId, m, table);
           } catch (e) {
-            errors.push({ frontend: d.feKey, servicePort: servicePortKey(d.fe.servicePort), reason: `Maglev table: ${(e as Error).message}` });
-            if (!prev) this.usedSvcIds.delete(svcId);
+            fail(`Maglev table: ${(e as Error).message}`);
+            if (isNew) this.usedSvcIds.delete(svcId);
             continue;
           }
         }
-      } else if (m === 0 && sigNow !== 'empty') {
-        emptied.push(svcId);
-        sigNow = 'empty';
+      } else if (m === 0 && (isNew ? this.orphanTables.has(svcId) : prev?.tableSig !== 'empty')) {
+        clears.add(svcId);
       }
-      const affinity = d.fe.affinityTimeoutSec > 0;
-      const val: SvcVal = {
-        svcId,
-        backendCount: Math.min(ids.length, 0xffff),
-        flags:
-          (affinity ? SVC_F_AFFINITY : 0) |
-          (d.fe.type === 'NodePort' ? SVC_F_NODEPORT : 0) |
-          (d.fe.type === 'LoadBalancer' || d.fe.type === 'ExternalIP' ? SVC_F_EXTERNAL : 0),
-        affinityTimeout: d.fe.affinityTimeoutSec,
-      };
-      const valBuf = svcValCodec.encode(val);
-      const valHex = valBuf.toString('hex');
-      if (prev?.valHex !== valHex) svcWrites[d.fe.family].push([d.keyBuf, valBuf, d.feKey]);
-      newStates.set(d.feKey, {
-        svcId, family: d.fe.family, keyBuf: d.keyBuf, valHex: prev?.valHex ?? '', tableSig: sigNow ?? tableSig,
-        servicePort: d.fe.servicePort, type: d.fe.type, affinity,
-      });
+      this.orphanTables.delete(svcId);
+      pending.push(p);
+    }
+    this.resetStats(newStats);
+    const swaps = pending.filter((p) => p.inner);
+    for (let i = 0; i < swaps.length; i += SWAP_CHUNK) {
+      const chunk = swaps.slice(i, i + SWAP_CHUNK);
+      this.writeBatch(
+        this.dp.maglev,
+        chunk.map((p) => [u32(p.svcId), u32(p.inner!.fd), p] as const),
+        (p, err) => {
+          p.failed = true;
+          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `Maglev table: ${err.message}` });
+        },
+      );
+      for (const p of chunk) {
+        p.inner!.close();
+        if (!p.failed) written.tables++;
+      }
     }
 
-    // 3. Service entries.
+    // 3. Service entries, after their tables.
     for (const family of [4, 6] as const) {
-      const map = family === 4 ? this.dp.svc4 : this.dp.svc6;
-      const failed = new Set<string>();
-      this.writeManyRaw(map, svcWrites[family], (feKey, err) => {
-        failed.add(feKey);
-        errors.push({ frontend: feKey, reason: `service entry: ${err.message}` });
-      });
-      for (const [, valBuf, feKey] of svcWrites[family]) {
-        const st = newStates.get(feKey)!;
-        if (failed.has(feKey)) {
-          // Not programmed: forget it unless an older entry is still live.
-          const prev = this.frontends.get(feKey);
-          if (prev) newStates.set(feKey, { ...prev });
-          else {
-            newStates.delete(feKey);
-            this.usedSvcIds.delete(st.svcId);
-          }
-          continue;
+      const todo = pending.filter((p) => !p.failed && p.c.fe.family === family && p.prev?.valHex !== p.valBuf.toString('hex'));
+      this.writeBatch(
+        family === 4 ? this.dp.svc4 : this.dp.svc6,
+        todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const),
+        (p, err) => {
+          p.failed = true;
+          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${err.message}` });
+        },
+      );
+      for (const p of todo) if (!p.failed) written.services++;
+    }
+    const freed: { svcId: number; affinity: boolean }[] = [];
+    for (const p of pending) {
+      if (p.failed) {
+        if (p.isNew) {
+          // Never published: its slot (if a table went in) is cleared, its id freed.
+          if (p.inner) clears.add(p.svcId);
+          freed.push({ svcId: p.svcId, affinity: false });
+        } else if (p.inner) {
+          p.prev!.tableSig = 'unknown'; // the new table is live under the old entry: rebuild next time
         }
-        st.valHex = valBuf.toString('hex');
-        written.services++;
+        continue;
+      }
+      const refIds = [...new Set(p.c.ids)];
+      for (const id of refIds) this.beById.get(id)!.refs++;
+      if (p.prev) this.release(p.prev.refIds);
+      this.frontends.set(p.c.feKey, {
+        fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valHex: p.valBuf.toString('hex'),
+        tableSig: p.tableSig, tableBackends: p.c.backends, tableIds: p.c.ids, refIds,
+        servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
+      });
+    }
+
+    // 4. Frontends no longer wanted: entries first, then (below) their tables and ids.
+    for (const [feKey, st] of removed) {
+      const map = st.family === 4 ? this.dp.svc4 : this.dp.svc6;
+      try {
+        if (map.deleteRaw(st.keyBuf)) deleted.services++;
+      } catch (e) {
+        errors.push({ frontend: feKey, reason: `delete service entry: ${(e as Error).message}` });
+        continue;
+      }
+      if (st.tableSig !== 'empty') clears.add(st.svcId);
+      this.release(st.refIds);
+      this.frontends.delete(feKey);
+      freed.push({ svcId: st.svcId, affinity: st.affinity });
+    }
+
+    // 5. Tables no entry reaches any more: emptied services, removed ones, orphans.
+    for (const id of this.orphanTables) clears.add(id);
+    this.orphanTables.clear();
+    if (clears.size > 0) {
+      const noTable = u32(this.dp.noTableFd());
+      const ids = [...clears];
+      for (let i = 0; i < ids.length; i += SWAP_CHUNK) {
+        const chunk = ids.slice(i, i + SWAP_CHUNK);
+        let failed = 0;
+        this.writeBatch(this.dp.maglev, chunk.map((id) => [u32(id), noTable, id] as const), (id, err) => {
+          failed++;
+          errors.push({ reason: `clear Maglev table of service id ${id}: ${err.message}` });
+        });
+        deleted.tables += chunk.length - failed;
       }
     }
-    // Frontends skipped because of an error keep their previous state.
-    for (const [feKey, st] of this.frontends) {
-      if (desired.has(feKey) && !newStates.has(feKey)) newStates.set(feKey, st);
-    }
-
-    // 4. Tables of services whose entry now says 0 backends.
-    for (const svcId of emptied) {
-      if (this.dp.maglev.delete(svcId)) deleted.tables++;
-    }
-
-    // 5. Frontends no longer wanted: entry first, then table, then the id.
-    for (const [feKey, st] of this.frontends) {
-      if (newStates.has(feKey)) continue;
-      const map = st.family === 4 ? this.dp.svc4 : this.dp.svc6;
-      if (map.deleteRaw(st.keyBuf)) deleted.services++;
-      if (this.dp.maglev.delete(st.svcId)) deleted.tables++;
-      this.freeSvcId(st.svcId, st.affinity);
-    }
-    this.frontends.clear();
-    for (const [k, v] of newStates) this.frontends.set(k, v);
+    this.freeSvcIds(freed);
 
     // 6. Backends nobody references.
-    const referenced = new Set<number>();
-    for (const d of desired.values()) for (const i of d.idents) referenced.add(this.backendIds.get(i)!);
-    for (const [ident, id] of this.backendIds) {
-      if (!referenced.has(id)) this.backendIds.delete(ident);
+    for (const id of this.unrefCandidates) {
+      const b = this.beById.get(id);
+      if (!b || b.refs > 0) continue;
+      if (b.hex) {
+        try {
+          this.dp.backends.delete(id);
+        } catch (e) {
+          errors.push({ reason: `delete backend ${id}: ${(e as Error).message}` });
+          continue;
+        }
+        deleted.backends++;
+      }
+      this.beById.delete(id);
+      if (b.ident !== undefined && this.idByIdent.get(b.ident) === id) this.idByIdent.delete(b.ident);
     }
-    for (const id of [...this.backendHex.keys()]) {
-      if (referenced.has(id)) continue;
-      this.dp.backends.delete(id);
-      this.backendHex.delete(id);
-      this.backendMeta.delete(id);
-      deleted.backends++;
-    }
+    this.unrefCandidates.clear();
 
     return {
       durationMs: Number(process.hrtime.bigint() - t0) / 1e6,
       frontends: this.frontends.size,
-      backends: this.backendHex.size,
+      backends: this.beById.size,
       written,
       deleted,
       errors,
     };
   }
 
-  private installTable(svcId: number, m: number, table: Uint32Array): void {
+  /** Drops references; ids that reach 0 are deleted at the end of the apply. */
+  private release(ids: readonly number[]): void {
+    for (const id of ids) {
+      const b = this.beById.get(id);
+      if (!b) continue;
+      b.refs--;
+      if (b.refs <= 0) this.unrefCandidates.add(id);
+    }
+  }
+
+  /** Adopted backend ids of a frontend's live table by Maglev identity. */
+  private liveIdsByKey(st: FrontendState): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const id of st.refIds) {
+      const b = this.beById.get(id);
+      if (b?.hex) out.set(b.mkey, id);
+    }
+    return out;
+  }
+
+  /** Creates and fills an inner table aside; the caller publishes it and closes the fd. */
+  private fillTable(svcId: number, m: number, table: Uint32Array): BpfMap<number, number> {
     const inner = this.dp.createMaglevTable(m, svcId);
     try {
-      const vals = Buffer.alloc(4 * (m + 1));
-      vals.writeUInt32LE(m, MAGLEV_SIZE_SLOT * 4);
-      Buffer.from(table.buffer, table.byteOffset, table.byteLength).copy(vals, 4);
-      inner.updateManyRaw(this.slotKeys.subarray(0, 4 * (m + 1)), vals, m + 1);
-      // The swap: one update of the outer slot publishes the whole table.
-      this.dp.maglev.updateRaw(u32(svcId), u32(inner.fd));
-    } finally {
+      this.dp.writeMaglevTable(inner, m, table);
+      return inner;
+    } catch (e) {
       inner.close();
+      throw e;
     }
   }
 
-  private writeMany<V>(map: BpfMap<number, V>, entries: [number, V][], onError: (id: number, e: Error) => void): void {
-    if (entries.length === 0) return;
-    try {
-      map.updateMany(entries);
-    } catch {
-      for (const [k, v] of entries) {
-        try {
-          map.update(k, v);
-        } catch (e) {
-          onError(k, e as Error);
-        }
-      }
-    }
+  /** Zeroes the per-CPU counters of newly allocated service ids. */
+  private resetStats(ids: number[]): void {
+    if (ids.length === 0) return;
+    const vs = 16 * this.dp.svcStats.cpus;
+    const zero = Buffer.alloc(vs);
+    this.writeBatch(
+      this.dp.svcStats,
+      ids.map((id) => [u32(id), zero, id] as const),
+      () => {
+        /* counters are best effort; a stale count is not a routing error */
+      },
+      vs,
+    );
   }
 
-  private writeManyRaw(map: BpfMap<any, any>, entries: [Buffer, Buffer, string][], onError: (tag: string, e: Error) => void): void {
+  /**
+   * Writes raw entries in one batch; when the batch fails, entry by entry so
+   * that each failure is attributed to its tag.
+   */
+  private writeBatch<T>(
+    map: BpfMap<any, any>,
+    entries: readonly (readonly [Buffer, Buffer, T])[],
+    onError: (tag: T, e: Error) => void,
+    valueSize = map.value.size,
+  ): void {
     if (entries.length === 0) return;
     const ks = map.key.size;
-    const vs = map.value.size;
     const keys = Buffer.alloc(ks * entries.length);
-    const vals = Buffer.alloc(vs * entries.length);
+    const vals = Buffer.alloc(valueSize * entries.length);
     entries.forEach(([k, v], i) => {
       k.copy(keys, i * ks);
-      v.copy(vals, i * vs);
+      v.copy(vals, i * valueSize);
     });
     try {
-      map.updateManyRaw(keys, vals, entries.length);
+      native().mapUpdateBatch(map.fd, keys, vals, entries.length, BPF_ANY);
+      return;
     } catch {
-      for (const [k, v, tag] of entries) {
-        try {
-          map.updateRaw(k, v);
-        } catch (e) {
-          onError(tag, e as Error);
+      /* fall through: one by one, to know which entry failed */
+    }
+    for (const [k, v, tag] of entries) {
+      try {
+        map.updateRaw(k, v);
+      } catch (e) {
+        onError(tag, e as Error);
+      }
+    }
+  }
+
+  /**
+   * Compares what the maps hold with what this reconciler programmed, entry by
+   * entry. Empty when in sync. Reads every table: meant for on-demand checks
+   * and a slow periodic resync, not for each apply.
+   */
+  drift(): DriftEntry[] {
+    const out: DriftEntry[] = [];
+    const svcName = (st?: FrontendState) => (st && st.servicePort.name ? servicePortKey(st.servicePort) : undefined);
+    // Service entries.
+    const expectSvc = new Map<string, FrontendState>();
+    for (const [feKey, st] of this.frontends) expectSvc.set(`${st.family}|${st.keyBuf.toString('hex')}`, st);
+    const seenSvc = new Set<string>();
+    for (const family of [4, 6] as const) {
+      const map = family === 4 ? this.dp.svc4 : this.dp.svc6;
+      const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
+      for (const { key, value } of map.dumpRaw()) {
+        const id = `${family}|${key.toString('hex')}`;
+        seenSvc.add(id);
+        const st = expectSvc.get(id);
+        const k = codec.decode(key);
+        const readable = readableKey(frontendKeyString(family, k.addr, k.port, k.proto, k.scope));
+        if (!st) out.push({ map: map.name, key: readable, kind: 'unexpected', actual: svcValCodec.decode(value) });
+        else if (st.valHex !== value.toString('hex')) {
+          out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')), actual: svcValCodec.decode(value) });
         }
       }
     }
+    for (const [id, st] of expectSvc) {
+      if (seenSvc.has(id)) continue;
+      const feKey = [...this.frontends].find(([, s]) => s === st)![0];
+      out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')) });
+    }
+    // Backends.
+    const seenBe = new Set<number>();
+    for (const { key, value } of this.dp.backends.dumpRaw()) {
+      const id = key.readUInt32LE(0);
+      seenBe.add(id);
+      const b = this.beById.get(id);
+      if (!b || !b.hex) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
+      else if (b.hex !== value.toString('hex')) {
+        out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')), actual: backendCodec.decode(value) });
+      }
+    }
+    for (const b of this.beById.values()) {
+      if (b.hex && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')) });
+    }
+    // Maglev tables.
+    const owned = new Set<number>();
+    for (const [feKey, st] of this.frontends) {
+      owned.add(st.svcId);
+      const live = this.dp.openMaglevTable(st.svcId);
+      let actual: Uint32Array | undefined;
+      if (live) {
+        try {
+          actual = this.dp.readMaglevTable(live);
+        } finally {
+          live.close();
+        }
+      }
+      const key = `svc ${st.svcId} (${readableKey(feKey)})`;
+      if (st.tableSig === 'empty') {
+        if (actual) out.push({ map: this.dp.maglev.name, key, kind: 'unexpected', service: svcName(st), actual: { size: actual[0] } });
+        continue;
+      }
+      if (!st.fe) continue; // adopted, not yet compared: the next apply does that
+      const m = this.tableSizeFor(st.tableIds.length);
+      const expected = buildMaglevTable(st.tableBackends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: st.tableIds[i] })), m);
+      if (!actual) out.push({ map: this.dp.maglev.name, key, kind: 'missing', service: svcName(st), expected: { size: m } });
+      else if (!sameTable(actual, m, expected)) {
+        let slots = 0;
+        for (let i = 0; i < m; i++) if (actual[i + 1] !== expected[i]) slots++;
+        out.push({ map: this.dp.maglev.name, key, kind: 'differs', service: svcName(st), expected: { size: m }, actual: { size: actual[0], slotsDiffering: slots } });
+      }
+    }
+    for (const { key } of this.dp.maglev.dumpRaw()) {
+      const svcId = key.readUInt32LE(0);
+      if (owned.has(svcId)) continue;
+      const t = this.dp.openMaglevTable(svcId);
+      if (!t) continue;
+      const size = t.lookup(MAGLEV_SIZE_SLOT);
+      t.close();
+      out.push({ map: this.dp.maglev.name, key: `svc ${svcId}`, kind: 'unexpected', actual: { size } });
+    }
+    return out;
   }
 }
 
@@ -516,10 +766,9 @@ function u32(v: number): Buffer {
   return b;
 }
 
-/** Hex of a table as it sits in the kernel (slot 0 = M), to compare with a read-back. */
-function liveHex(m: number, table: Uint32Array): string {
-  const all = new Uint32Array(m + 1);
-  all[0] = m;
-  all.set(table, 1);
-  return Buffer.from(all.buffer).toString('hex');
+/** Whether a table read back from the kernel (slot 0 = M) holds exactly `table` of size m. */
+function sameTable(live: Uint32Array, m: number, table: Uint32Array): boolean {
+  if (live.length !== m + 1 || live[0] !== m) return false;
+  for (let i = 0; i < m; i++) if (live[i + 1] !== table[i]) return false;
+  return true;
 }

@@ -168,4 +168,65 @@ describe('reconciler on real maps', () => {
     rec.apply([]);
     assert.equal(dp.affinity.entries().length, 0);
   });
+
+  test('drift lists entries changed behind its back, and resync repairs exactly those', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    const state = [
+      fe('a', '10.96.0.10', [be('10.244.1.10'), be('10.244.2.10')]),
+      fe('b', '10.96.0.11', [be('10.244.1.20')]),
+      fe('c', '10.96.0.12', [be('10.244.1.30')]),
+    ];
+    rec.apply(state);
+    assert.deepEqual(rec.drift(), [], 'in sync after apply');
+
+    const entries = dp.svc4.entries();
+    const b = entries.find(([k]) => k.addr === '10.96.0.11')!;
+    const c = entries.find(([k]) => k.addr === '10.96.0.12')!;
+    dp.svc4.delete(b[0]); // an entry deleted
+    dp.svc4.update(c[0], { ...c[1], backendCount: 7 }); // a value overwritten
+    const [beId, beVal] = dp.backends.entries().find(([, v]) => v.addr === '10.244.2.10')!;
+    dp.backends.update(beId, { ...beVal, port: 1 }); // a backend rewritten
+    dp.backends.update(999, { ...beVal, port: 2 }); // a stray backend
+
+    const drift = rec.drift();
+    const seen = drift.map((d) => `${d.map} ${d.kind} ${d.key}`).sort();
+    assert.deepEqual(seen, [
+      `sy_backend differs ${beId}`,
+      'sy_backend unexpected 999',
+      'sy_svc4 differs 10.96.0.12:80/TCP internal',
+      'sy_svc4 missing 10.96.0.11:80/TCP internal',
+    ].sort());
+
+    const r = rec.resync();
+    assert.deepEqual(r.errors, []);
+    assert.deepEqual(rec.drift(), [], 'repaired');
+    // The rewritten backend no longer matches its endpoint: it is replaced (new id) and the stray one removed.
+    assert.deepEqual(dp.backends.entries().map(([, v]) => `${v.addr}:${v.port}`).sort(), ['10.244.1.10:8080', '10.244.1.20:8080', '10.244.1.30:8080', '10.244.2.10:8080']);
+    assert.equal(dp.backends.lookup(999), undefined);
+    assert.equal(dp.svc4.entries().find(([k]) => k.addr === '10.96.0.12')![1].backendCount, 1);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.11')), ['10.244.1.20']);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.2.10']);
+    // Repair wrote what was broken, not everything: c's table and a's entry were untouched.
+    // (b's backend gets a fresh id: its entry was gone, so nothing tied the old id to it.)
+    assert.deepEqual(r.written, { backends: 2, tables: 2, services: 2 });
+    assert.equal(rec.resync().written.services + rec.resync().written.tables + rec.resync().written.backends, 0, 'a second resync writes nothing');
+  });
+
+  test('unchanged model objects are skipped; a changed one is compared by content', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    const a = fe('a', '10.96.0.10', [be('10.244.1.10')]);
+    const b = fe('b', '10.96.0.11', [be('10.244.1.20')]);
+    rec.apply([a, b]);
+    // Same content in a new object: compared, nothing written.
+    const r1 = rec.apply([a, fe('b', '10.96.0.11', [be('10.244.1.20')])]);
+    assert.deepEqual(r1.written, { backends: 0, tables: 0, services: 0 });
+    // Affinity turned on: only the service entry changes.
+    const r2 = rec.apply([a, fe('b', '10.96.0.11', [be('10.244.1.20')], { affinityTimeoutSec: 30 })]);
+    assert.deepEqual(r2.written, { backends: 0, tables: 0, services: 1 });
+    // A backend turns terminating: only that backend entry changes.
+    const r3 = rec.apply([a, fe('b', '10.96.0.11', [be('10.244.1.20', 8080, { terminating: true, ready: false })], { affinityTimeoutSec: 30 })]);
+    assert.deepEqual(r3.written, { backends: 1, tables: 0, services: 0 });
+  });
 });
