@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { V1Node } from '@kubernetes/client-node';
-import { buildDesiredState } from '../model/index.js';
+import { ModelCache, buildDesiredState } from '../model/index.js';
 import type { NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
@@ -53,6 +53,7 @@ export class Agent {
   private lastSync?: SyncResult & { at: string };
   private rejected: Rejection[] = [];
   private readonly now: () => number;
+  private readonly modelCache = new ModelCache();
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
@@ -95,6 +96,7 @@ export class Agent {
       const desired = buildDesiredState(
         { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfoFrom(this.d.nodeName, node) },
         { serviceProxyName: this.d.serviceProxyName },
+        this.modelCache,
       );
       const rejected = [...s.rejected, ...desired.rejected];
       for (const r of rejected) {

@@ -222,11 +222,47 @@ function frontendsForPort(
   return out;
 }
 
+function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 function byNamespaceName<T extends { namespace: string; name: string }>(a: T, b: T): number {
   return cmpStr(a.namespace, b.namespace) || cmpStr(a.name, b.name);
 }
 
-export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): DesiredState {
+/**
+ * Memo for repeated builds: normalised objects per raw object (by identity) and
+ * frontends per Service (by the identity of its normalised Service, its slices
+ * and the node). A Service whose objects did not change keeps its Frontend
+ * objects, which lets the reconciler skip it in O(1). Results are identical to
+ * a build without the cache.
+ */
+export class ModelCache {
+  readonly services = new WeakMap<object, { out: ReturnType<typeof normalizeService>; rejected: Rejection[] }>();
+  readonly slices = new WeakMap<object, { out: ReturnType<typeof normalizeSlice>; rejected: Rejection[] }>();
+  perService = new Map<string, { svc: ServiceSpecNorm; slices: SliceNorm[]; nodeSig: string; frontends: Frontend[] }>();
+}
+
+function memo<R>(
+  cache: WeakMap<object, { out: R; rejected: Rejection[] }> | undefined,
+  raw: unknown,
+  rejected: Rejection[],
+  fn: (rej: Rejection[]) => R,
+): R {
+  if (!cache || typeof raw !== 'object' || raw === null) return fn(rejected);
+  let hit = cache.get(raw);
+  if (!hit) {
+    const rej: Rejection[] = [];
+    hit = { out: fn(rej), rejected: rej };
+    cache.set(raw, hit);
+  }
+  rejected.push(...hit.rejected);
+  return hit.out;
+}
+
+export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, cache?: ModelCache): DesiredState {
   const rejected: Rejection[] = [];
   const selector = { serviceProxyName: opts.serviceProxyName };
 
@@ -236,7 +272,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): D
   const services: ServiceSpecNorm[] = [];
   const seenSvc = new Set<string>();
   for (const raw of Array.isArray(input.services) ? input.services : []) {
-    const r = normalizeService(raw, selector, rejected);
+    const r = memo(cache?.services, raw, rejected, (rej) => normalizeService(raw, selector, rej));
     if (r.kind !== 'ok') continue;
     const k = serviceKey(r.svc.namespace, r.svc.name);
     if (seenSvc.has(k)) {
@@ -252,7 +288,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): D
   const slices: SliceNorm[] = [];
   const seenSlice = new Set<string>();
   for (const raw of Array.isArray(input.endpointSlices) ? input.endpointSlices : []) {
-    const r = normalizeSlice(raw, selector, rejected);
+    const r = memo(cache?.slices, raw, rejected, (rej) => normalizeSlice(raw, selector, rej));
     if (r.kind !== 'ok') continue;
     const k = `${r.slice.namespace}/${r.slice.name}`;
     if (seenSlice.has(k)) {
@@ -262,19 +298,39 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): D
     seenSlice.add(k);
     slices.push(r.slice);
   }
-  const endpointsMap = buildEndpointsMap(slices, node.name);
-
-  // Frontends.
+  // Frontends, per Service from its own slices (reused when nothing of it changed).
+  const slicesBySvc = new Map<string, SliceNorm[]>();
+  for (const sl of slices) {
+    const k = serviceKey(sl.namespace, sl.serviceName);
+    const list = slicesBySvc.get(k);
+    if (list) list.push(sl);
+    else slicesBySvc.set(k, [sl]);
+  }
+  const nodeSig = cache ? JSON.stringify(node) : '';
+  const perService: ModelCache['perService'] = new Map();
   const all: Frontend[] = [];
   for (const svc of services) {
-    const byPort = endpointsMap.get(serviceKey(svc.namespace, svc.name));
-    for (const cip of svc.clusterIPs) {
-      for (const port of svc.ports) {
-        const eps = byPort?.get(portKey(port.name, port.protocol)) ?? [];
-        all.push(...frontendsForPort(svc, port, cip.family, cip.addr, eps, node));
+    const sk = serviceKey(svc.namespace, svc.name);
+    const own = (slicesBySvc.get(sk) ?? []).sort((a, b) => cmpStr(a.name, b.name));
+    const prev = cache?.perService.get(sk);
+    let fes: Frontend[];
+    if (prev && prev.svc === svc && prev.nodeSig === nodeSig && sameItems(prev.slices, own)) {
+      fes = prev.frontends;
+    } else {
+      const byPort = buildEndpointsMap(own, node.name).get(sk);
+      fes = [];
+      for (const cip of svc.clusterIPs) {
+        for (const port of svc.ports) {
+          const eps = byPort?.get(portKey(port.name, port.protocol)) ?? [];
+          fes.push(...frontendsForPort(svc, port, cip.family, cip.addr, eps, node));
+        }
       }
+      fes.sort(compareFrontends);
     }
+    if (cache) perService.set(sk, { svc, slices: own, nodeSig, frontends: fes });
+    for (const f of fes) all.push(f);
   }
+  if (cache) cache.perService = perService;
 
   // Resolve collisions. An address:port/protocol can belong to one Service
   // port only. The apiserver keeps cluster IPs and node ports unique, but
@@ -286,35 +342,41 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): D
   // losing Service. Within the owner, two frontends on the same scope (e.g. an
   // externalIP equal to its own LB IP) are merged silently, the higher type
   // winning.
-  all.sort(compareFrontends);
+  // Only addresses claimed more than once need the ordering (most have one claimant).
   const addrKey = (f: Frontend) => `${f.family}|${f.addr}|${f.port}|${f.protocol}`;
-  const owner = new Map<string, Frontend>();
+  const claims = new Map<string, Frontend | Frontend[]>();
   for (const f of all) {
     const k = addrKey(f);
-    const cur = owner.get(k);
-    if (!cur || ownsBefore(f, cur)) owner.set(k, f);
+    const cur = claims.get(k);
+    if (cur === undefined) claims.set(k, f);
+    else if (Array.isArray(cur)) cur.push(f);
+    else claims.set(k, [cur, f]);
   }
-  const frontends: Frontend[] = [];
+  const dropped = new Set<Frontend>();
   const collisions: Rejection[] = [];
-  const taken = new Set<string>();
-  for (const f of all) {
-    const k = addrKey(f);
-    const win = owner.get(k)!;
-    if (servicePortKey(win.servicePort) !== servicePortKey(f.servicePort)) {
-      const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
-      collisions.push({
-        kind: 'Service',
-        namespace: f.servicePort.namespace,
-        name: f.servicePort.name,
-        reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${win.type} of ${win.servicePort.namespace}/${win.servicePort.name}; dropped`,
-      });
-      continue;
+  for (const group of claims.values()) {
+    if (!Array.isArray(group)) continue;
+    group.sort(compareFrontends);
+    let win = group[0];
+    for (const f of group) if (ownsBefore(f, win)) win = f;
+    const taken = new Set<string>();
+    for (const f of group) {
+      if (servicePortKey(win.servicePort) !== servicePortKey(f.servicePort)) {
+        const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
+        collisions.push({
+          kind: 'Service',
+          namespace: f.servicePort.namespace,
+          name: f.servicePort.name,
+          reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${win.type} of ${win.servicePort.namespace}/${win.servicePort.name}; dropped`,
+        });
+        dropped.add(f);
+        continue;
+      }
+      if (taken.has(f.scope)) dropped.add(f);
+      taken.add(f.scope);
     }
-    const ks = `${k}|${f.scope}`;
-    if (taken.has(ks)) continue;
-    taken.add(ks);
-    frontends.push(f);
   }
+  const frontends = dropped.size === 0 ? all : all.filter((f) => !dropped.has(f));
   collisions.sort((a, b) => byNamespaceName(a, b) || cmpStr(a.reason, b.reason));
 
   // Rejections: grouped by kind/namespace/name (stable, so each object's

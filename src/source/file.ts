@@ -114,8 +114,22 @@ export class FileSource implements Source {
     }
     // For one file this is the hash of its text, which the lab computes too.
     snap.version = h.digest('hex').slice(0, 16);
+    // An object whose content did not change keeps its identity from the
+    // previous read, so the model and the reconciler skip it cheaply.
+    const next = new Map<string, object>();
+    const intern = <T extends object>(o: T): T => {
+      const k = JSON.stringify(o);
+      const same = (this.previous.get(k) ?? next.get(k)) as T | undefined;
+      next.set(k, same ?? o);
+      return same ?? o;
+    };
+    snap.services = snap.services.map(intern);
+    snap.endpointSlices = snap.endpointSlices.map(intern);
+    snap.nodes = snap.nodes.map(intern);
+    this.previous = next;
     return snap;
   }
+  private previous = new Map<string, object>();
 
   private check(force = false): void {
     const stamp = this.stamp();

@@ -814,9 +814,9 @@ describe('external frontends', () => {
       s.frontends.map((f) => `${f.type} ${f.scope} ${f.addr}:${f.port} ${f.servicePort.name}`),
       [
         'ClusterIP internal 10.96.0.1:80 a',
-        'ClusterIP internal 10.96.0.2:80 b',
         'ExternalIP external 198.51.100.9:80 a',
         'ExternalIP internal 198.51.100.9:80 a',
+        'ClusterIP internal 10.96.0.2:80 b',
       ],
     );
     assert.deepEqual(s.rejected, [
@@ -848,11 +848,11 @@ describe('determinism', () => {
     const b = build([...services].reverse(), [...slices].reverse());
     assert.deepEqual(a, b);
     assert.equal(JSON.stringify({ services, slices }), snapshot);
-    // Sorted by family, address, port, protocol, scope.
+    // Sorted by Service (namespace/name), then family, address, port, protocol, scope.
     assert.deepEqual(summary(a), [
-      'ClusterIP internal 10.96.0.10:80/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
       'ClusterIP internal 10.96.0.53:53/TCP -> 10.0.1.1:53',
       'ClusterIP internal 10.96.0.53:53/UDP -> 10.0.1.1:53',
+      'ClusterIP internal 10.96.0.10:80/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
       'NodePort external 192.168.0.10:30080/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
       'NodePort internal 192.168.0.10:30080/TCP -> 10.0.0.1:8080,10.0.0.2:8080',
       'NodePort external [fd00::10]:30080/TCP -> [fd00::1]:8080',
