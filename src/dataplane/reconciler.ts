@@ -377,7 +377,7 @@ export class Reconciler {
     for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
 
     // 1. Backends: ids (stable per service port and address), then the entries that differ.
-    const beWrites = new Map<number, { val: Buffer; state: BackendState }>();
+    const beWrites = new Map<number, { val: Buffer; hex: string; mkey: string; state: BackendState }>();
     for (const c of changes) {
       const sp = servicePortKey(c.fe.servicePort);
       const prev = this.frontends.get(c.feKey);
@@ -402,13 +402,14 @@ export class Reconciler {
         c.ids[i] = id;
         if (beWrites.has(id)) return;
         const val = backendCodec.encode(backendVal(b));
-        if (st.hex !== val.toString('hex')) beWrites.set(id, { val, state: st });
+        const hex = val.toString('hex');
+        if (st.hex !== hex) beWrites.set(id, { val, hex, mkey, state: st });
       });
     }
     const failedBackends = new Set<number>();
     this.writeBatch(
       this.dp.backends,
-      [...beWrites].map(([id, w]) => [u32(id), w.val, id] as const),
+      [...beWrites].map(([id, w]) => [id, w.val, id] as const),
       (id, err) => {
         failedBackends.add(id);
         errors.push({ reason: `backend ${id}: ${err.message}` });
@@ -416,8 +417,8 @@ export class Reconciler {
     );
     for (const [id, w] of beWrites) {
       if (failedBackends.has(id)) continue;
-      w.state.hex = w.val.toString('hex');
-      w.state.mkey = maglevKey(backendCodec.decode(w.val));
+      w.state.hex = w.hex;
+      w.state.mkey = w.mkey;
       written.backends++;
     }
 
@@ -479,7 +480,7 @@ export class Reconciler {
       const chunk = swaps.slice(i, i + SWAP_CHUNK);
       this.writeBatch(
         this.dp.maglev,
-        chunk.map((p) => [u32(p.svcId), u32(p.inner!.fd), p] as const),
+        chunk.map((p) => [p.svcId, p.inner!.fd, p] as const),
         (p, err) => {
           p.failed = true;
           errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `Maglev table: ${err.message}` });
@@ -545,12 +546,12 @@ export class Reconciler {
     for (const id of this.orphanTables) clears.add(id);
     this.orphanTables.clear();
     if (clears.size > 0) {
-      const noTable = u32(this.dp.noTableFd());
+      const noTable = this.dp.noTableFd();
       const ids = [...clears];
       for (let i = 0; i < ids.length; i += SWAP_CHUNK) {
         const chunk = ids.slice(i, i + SWAP_CHUNK);
         let failed = 0;
-        this.writeBatch(this.dp.maglev, chunk.map((id) => [u32(id), noTable, id] as const), (id, err) => {
+        this.writeBatch(this.dp.maglev, chunk.map((id) => [id, noTable, id] as const), (id, err) => {
           failed++;
           errors.push({ reason: `clear Maglev table of service id ${id}: ${err.message}` });
         });
@@ -626,7 +627,7 @@ export class Reconciler {
     const zero = Buffer.alloc(vs);
     this.writeBatch(
       this.dp.svcStats,
-      ids.map((id) => [u32(id), zero, id] as const),
+      ids.map((id) => [id, zero, id] as const),
       () => {
         /* counters are best effort; a stale count is not a routing error */
       },
@@ -635,34 +636,39 @@ export class Reconciler {
   }
 
   /**
-   * Writes raw entries in one batch; when the batch fails, entry by entry so
-   * that each failure is attributed to its tag.
+   * Writes entries in one batch; when the batch fails, entry by entry so that
+   * each failure is attributed to its tag. A key or value given as a number is
+   * a u32 (ids, fds), written straight into the batch buffer.
    */
   private writeBatch<T>(
     map: BpfMap<any, any>,
-    entries: readonly (readonly [Buffer, Buffer, T])[],
+    entries: readonly (readonly [Buffer | number, Buffer | number, T])[],
     onError: (tag: T, e: Error) => void,
     valueSize = map.value.size,
   ): void {
-    if (entries.length === 0) return;
+    const n = entries.length;
+    if (n === 0) return;
     const ks = map.key.size;
-    const keys = Buffer.alloc(ks * entries.length);
-    const vals = Buffer.alloc(valueSize * entries.length);
-    entries.forEach(([k, v], i) => {
-      k.copy(keys, i * ks);
-      v.copy(vals, i * valueSize);
-    });
+    const keys = Buffer.allocUnsafe(ks * n);
+    const vals = Buffer.alloc(valueSize * n);
+    for (let i = 0; i < n; i++) {
+      const [k, v] = entries[i];
+      if (typeof k === 'number') keys.writeUInt32LE(k >>> 0, i * ks);
+      else k.copy(keys, i * ks);
+      if (typeof v === 'number') vals.writeUInt32LE(v >>> 0, i * valueSize);
+      else v.copy(vals, i * valueSize);
+    }
     try {
-      native().mapUpdateBatch(map.fd, keys, vals, entries.length, BPF_ANY);
+      native().mapUpdateBatch(map.fd, keys, vals, n, BPF_ANY);
       return;
     } catch {
       /* fall through: one by one, to know which entry failed */
     }
-    for (const [k, v, tag] of entries) {
+    for (let i = 0; i < n; i++) {
       try {
-        map.updateRaw(k, v);
+        map.updateRaw(keys.subarray(i * ks, (i + 1) * ks), vals.subarray(i * valueSize, (i + 1) * valueSize));
       } catch (e) {
-        onError(tag, e as Error);
+        onError(entries[i][2], e as Error);
       }
     }
   }
@@ -758,12 +764,6 @@ function sum<T extends Record<string, number>>(a: T, b: T): T {
   const out = { ...a };
   for (const k of Object.keys(b) as (keyof T)[]) (out[k] as number) += b[k];
   return out;
-}
-
-function u32(v: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v >>> 0);
-  return b;
 }
 
 /** Whether a table read back from the kernel (slot 0 = M) holds exactly `table` of size m. */
