@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds switchyard, then runs the benchmarks in sequence:
 #   dist/bench/maglev.js     Maglev table build time (pure JavaScript)
+#   dist/bench/model.js      model cost per snapshot, full vs cached with one slice changed
 #   dist/bench/reconcile.js  reconciler against a real, unattached datapath (root; BPF)
 #   dist/bench/connect.js    connect() overhead of the socket LB in the lab (root; netns, cgroups, BPF)
 # They print figures against their goals and against baselines measured in the
@@ -13,6 +14,8 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 node dist/bench/maglev.js
+echo
+node dist/bench/model.js
 echo
 node dist/bench/reconcile.js
 echo
