@@ -23,14 +23,13 @@
  * at most 3 %. Nothing is asserted. The lab is removed in `finally` and on
  * SIGINT / SIGTERM.
  */
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Lab, defaultSpec } from '../src/lab/lab.js';
 import { endpointSlice, exampleObjects, service } from '../src/lab/objects.js';
-import { repoRoot } from '../src/bpf/native.js';
 
 const GOAL_OVERHEAD_PCT = 3;
 const PORTS = { n1: 19301, n2: 19302 };
@@ -112,30 +111,8 @@ interface Stats {
  * (which mounts a /sys without the cgroup2 mount).
  */
 function connectClient(pod: string, plainCgroup: string, args: string[], timeoutMs = 600_000): Promise<{ targets: Record<string, Stats> }> {
-  const p = lab.pod(pod);
-  const home = `${lab.cgroupOf(p.node)}/cgroup.procs`;
-  const argv = [
-    '-c', `echo $$ > '${home}' && exec 3>'${plainCgroup}/cgroup.procs' 4>'${home}' && exec "$@"`,
-    'sh', 'ip', 'netns', 'exec', lab.ns(p.name), process.execPath, join(repoRoot, 'dist/bench/connect-client.js'), ...args,
-  ];
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      try {
-        const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
-        if (parsed.fatal) reject(new Error(`connect-client in ${pod}: ${parsed.fatal}\n${err}`));
-        else resolve(parsed);
-      } catch {
-        reject(new Error(`connect-client in ${pod} exited ${code}: ${out}${err}`));
-      }
-    });
-  });
+  const home = `${lab.cgroupOf(lab.pod(pod).node)}/cgroup.procs`;
+  return lab.runInPod(pod, 'dist/bench/connect-client.js', args, { timeoutMs, preExec: `exec 3>'${plainCgroup}/cgroup.procs' 4>'${home}'` });
 }
 
 async function agentStatus(port: number): Promise<any> {

@@ -241,12 +241,25 @@ export class Lab {
    * Runs the lab client in a pod (namespace + its node's cgroup) and returns
    * its JSON answer.
    */
-  async client<T = any>(pod: string, args: (string | number)[], timeoutMs = 120_000): Promise<T> {
+  client<T = any>(pod: string, args: (string | number)[], timeoutMs = 120_000): Promise<T> {
+    return this.runInPod<T>(pod, 'dist/src/lab/client.js', args, { timeoutMs });
+  }
+
+  /**
+   * Runs one of the project's Node scripts in a pod: its network namespace and
+   * its node's cgroup (joined before `ip netns exec`, whose /sys lacks the
+   * cgroup2 mount). `preExec` is shell run right after joining the cgroup
+   * (e.g. to open descriptors on other cgroups). Resolves with the last JSON
+   * line the script prints; rejects on `{"fatal": …}`, a bad exit or a timeout.
+   */
+  runInPod<T = any>(pod: string, script: string, args: (string | number)[], opts: { timeoutMs?: number; preExec?: string } = {}): Promise<T> {
     const p = this.pod(pod);
+    const timeoutMs = opts.timeoutMs ?? 120_000;
+    const what = `${script.split('/').pop()} ${args.join(' ')} in ${pod}`;
     const argv = [
       '-c',
-      `echo $$ > '${this.cgroupOf(p.node)}/cgroup.procs' && exec "$@"`,
-      'sh', 'ip', 'netns', 'exec', this.ns(p.name), process.execPath, join(repoRoot, 'dist/src/lab/client.js'), ...args.map(String),
+      `echo $$ > '${this.cgroupOf(p.node)}/cgroup.procs' && ${opts.preExec ? `${opts.preExec} && ` : ''}exec "$@"`,
+      'sh', 'ip', 'netns', 'exec', this.ns(p.name), process.execPath, join(repoRoot, script), ...args.map(String),
     ];
     return new Promise((resolve, reject) => {
       const child = spawn('sh', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -259,10 +272,10 @@ export class Lab {
         clearTimeout(timer);
         try {
           const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
-          if (parsed.fatal) reject(new Error(`client ${args.join(' ')} in ${pod}: ${parsed.fatal}`));
+          if (parsed.fatal) reject(new Error(`${what}: ${parsed.fatal}\n${err}`));
           else resolve(parsed as T);
         } catch {
-          reject(new Error(`client ${args.join(' ')} in ${pod} exited ${code}: ${out}${err}`));
+          reject(new Error(`${what} exited ${code}: ${out}${err}`));
         }
       });
     });
