@@ -222,6 +222,23 @@ function frontendsForPort(
   return out;
 }
 
+/**
+ * Derived string keys of immutable objects, computed once per object (the
+ * objects of an unchanged Service are reused from build to build).
+ */
+const keys1 = new WeakMap<object, string>();
+const keys2 = new WeakMap<object, string>();
+function keyOf(o: object, make: () => string): string {
+  let k = keys1.get(o);
+  if (k === undefined) keys1.set(o, (k = make()));
+  return k;
+}
+function keyOf2(o: object, make: () => string): string {
+  let k = keys2.get(o);
+  if (k === undefined) keys2.set(o, (k = make()));
+  return k;
+}
+
 function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -274,7 +291,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   for (const raw of Array.isArray(input.services) ? input.services : []) {
     const r = memo(cache?.services, raw, rejected, (rej) => normalizeService(raw, selector, rej));
     if (r.kind !== 'ok') continue;
-    const k = serviceKey(r.svc.namespace, r.svc.name);
+    const k = keyOf(r.svc, () => serviceKey(r.svc.namespace, r.svc.name));
     if (seenSvc.has(k)) {
       rejected.push({ kind: 'Service', namespace: r.svc.namespace, name: r.svc.name, reason: 'duplicate Service object; the first one is used' });
       continue;
@@ -290,7 +307,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   for (const raw of Array.isArray(input.endpointSlices) ? input.endpointSlices : []) {
     const r = memo(cache?.slices, raw, rejected, (rej) => normalizeSlice(raw, selector, rej));
     if (r.kind !== 'ok') continue;
-    const k = `${r.slice.namespace}/${r.slice.name}`;
+    const k = keyOf(r.slice, () => `${r.slice.namespace}/${r.slice.name}`);
     if (seenSlice.has(k)) {
       rejected.push({ kind: 'EndpointSlice', namespace: r.slice.namespace, name: r.slice.name, reason: 'duplicate EndpointSlice object; the first one is used' });
       continue;
@@ -301,7 +318,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   // Frontends, per Service from its own slices (reused when nothing of it changed).
   const slicesBySvc = new Map<string, SliceNorm[]>();
   for (const sl of slices) {
-    const k = serviceKey(sl.namespace, sl.serviceName);
+    const k = keyOf2(sl, () => serviceKey(sl.namespace, sl.serviceName));
     const list = slicesBySvc.get(k);
     if (list) list.push(sl);
     else slicesBySvc.set(k, [sl]);
@@ -310,7 +327,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   const perService: ModelCache['perService'] = new Map();
   const all: Frontend[] = [];
   for (const svc of services) {
-    const sk = serviceKey(svc.namespace, svc.name);
+    const sk = keyOf(svc, () => serviceKey(svc.namespace, svc.name));
     const own = (slicesBySvc.get(sk) ?? []).sort((a, b) => cmpStr(a.name, b.name));
     const prev = cache?.perService.get(sk);
     let fes: Frontend[];
@@ -343,7 +360,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   // externalIP equal to its own LB IP) are merged silently, the higher type
   // winning.
   // Only addresses claimed more than once need the ordering (most have one claimant).
-  const addrKey = (f: Frontend) => `${f.family}|${f.addr}|${f.port}|${f.protocol}`;
+  const addrKey = (f: Frontend) => keyOf(f, () => `${f.family}|${f.addr}|${f.port}|${f.protocol}`);
   const claims = new Map<string, Frontend | Frontend[]>();
   for (const f of all) {
     const k = addrKey(f);
