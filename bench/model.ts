@@ -1,5 +1,5 @@
 /**
- * Model cost per snapshot at scale. Run: node dist/bench/model.js [--services 10000] [--endpoints 10] [--runs 11]
+ * Model cost per snapshot at scale. Run: node dist/bench/model.js [--services 10000] [--endpoints 10] [--runs 41]
  *
  * N Services (2000 NodePort, the rest ClusterIP) with one EndpointSlice of E endpoints each (half of them
  * on this node). Measured, median of --runs:
@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { ModelCache, buildDesiredState, type NodeInfo } from '../src/model/index.js';
 
 const { values: argv } = parseArgs({
-  options: { services: { type: 'string', default: '10000' }, endpoints: { type: 'string', default: '10' }, runs: { type: 'string', default: '11' } },
+  options: { services: { type: 'string', default: '10000' }, endpoints: { type: 'string', default: '10' }, runs: { type: 'string', default: '41' } },
 });
 const N = Number(argv.services);
 const E = Number(argv.endpoints);
