@@ -12,8 +12,12 @@ import { ModelCache, buildDesiredState } from '../model/index.js';
 import type { NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
-import type { Reconciler, SyncResult } from '../dataplane/reconciler.js';
+import type { DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
 import type { AgentMetrics } from './metrics.js';
+import type { PinnedNames } from '../dataplane/names.js';
+
+/** EndpointSlice annotation the EndpointSlice controller sets; kube-proxy measures programming latency from it. */
+export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 
 export interface AgentDeps {
   nodeName: string;
@@ -24,6 +28,18 @@ export interface AgentDeps {
   metrics: AgentMetrics;
   serviceProxyName?: string;
   now?: () => number;
+  /** Pinned id → name maps, rewritten (difference only) after every sync. */
+  names?: PinnedNames;
+  /** Periodic resync: compare the maps with the last desired state and repair. 0 = off. */
+  resyncIntervalMs?: number;
+}
+
+export interface ResyncStatus {
+  intervalSec: number;
+  runs: number;
+  lastAt?: string;
+  /** Drift entries found by the last resync (and repaired). */
+  lastRepaired: number;
 }
 
 export interface AgentStatus {
@@ -33,6 +49,7 @@ export interface AgentStatus {
   source: { kind: string; appliedVersion?: string; lastSnapshotAt?: string };
   lastSync?: SyncResult & { at: string };
   rejected: Rejection[];
+  resync?: ResyncStatus;
 }
 
 export function nodeInfoFrom(name: string, node: V1Node | undefined): NodeInfo {
@@ -54,17 +71,104 @@ export class Agent {
   private rejected: Rejection[] = [];
   private readonly now: () => number;
   private readonly modelCache = new ModelCache();
+  private synced = false;
+  private readonly triggerTimes = new Map<string, string>();
+  private resyncTimer?: NodeJS.Timeout;
+  private readonly resyncState: ResyncStatus;
+  private readonly startedAt: number;
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
+    this.startedAt = this.now();
+    this.resyncState = { intervalSec: (d.resyncIntervalMs ?? 0) / 1000, runs: 0, lastRepaired: 0 };
   }
 
   async start(): Promise<void> {
     await this.d.source.start((s) => this.onSnapshot(s));
+    if (this.d.resyncIntervalMs && this.d.resyncIntervalMs > 0) {
+      this.resyncTimer = setInterval(() => this.resync(), this.d.resyncIntervalMs);
+      this.resyncTimer.unref();
+    }
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.resyncTimer);
     await this.d.source.stop();
+  }
+
+  /** Desired state vs the maps, entry by entry (the reconciler's drift()); undefined before the first sync. */
+  drift(): DriftEntry[] | undefined {
+    return this.synced ? this.d.reconciler.drift() : undefined;
+  }
+
+  /**
+   * The periodic resync: compares the maps with the last desired state and,
+   * when anything drifted (an entry deleted or changed behind the agent's
+   * back), re-reads the maps and reapplies that state, which writes the
+   * difference only. Never throws. Returns the number of drifted entries.
+   */
+  resync(): number {
+    const { logger, metrics } = this.d;
+    if (!this.synced || !this.ready) return 0;
+    try {
+      const drift = this.d.reconciler.drift();
+      this.resyncState.runs++;
+      this.resyncState.lastAt = new Date(this.now()).toISOString();
+      this.resyncState.lastRepaired = drift.length;
+      metrics.resyncs.inc({ result: drift.length ? 'repaired' : 'in_sync' });
+      if (drift.length === 0) return 0;
+      metrics.driftEntries.inc(drift.length);
+      logger.warn({ entries: drift.length, first: drift.slice(0, 5) }, 'maps drifted from the desired state; repairing');
+      const res = this.d.reconciler.resync();
+      this.recordWrites(res);
+      this.syncNames();
+      logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
+      return drift.length;
+    } catch (e) {
+      metrics.syncErrors.inc();
+      logger.error({ err: e }, 'resync failed');
+      return 0;
+    }
+  }
+
+  private recordWrites(res: SyncResult): void {
+    const { metrics } = this.d;
+    metrics.writes.inc({ kind: 'backend' }, res.written.backends);
+    metrics.writes.inc({ kind: 'maglev_table' }, res.written.tables);
+    metrics.writes.inc({ kind: 'service' }, res.written.services);
+  }
+
+  /** Rewrites the pinned id → name maps (difference only). */
+  private syncNames(): void {
+    if (!this.d.names) return;
+    try {
+      const r = this.d.names.sync({ frontends: this.d.reconciler.frontendMeta(), backends: this.d.reconciler.backendInfo() });
+      this.d.metrics.writes.inc({ kind: 'name' }, r.written);
+      if (r.errors) this.d.logger.warn({ errors: r.errors }, 'some names could not be recorded');
+    } catch (e) {
+      this.d.logger.warn({ err: e }, 'names not recorded');
+    }
+  }
+
+  /**
+   * kube-proxy's network programming latency: for every EndpointSlice whose
+   * last-change-trigger-time changed since the last sync, the time from that
+   * change to now (the maps hold it). Malformed values are ignored.
+   */
+  private observeTriggerTimes(s: Snapshot, at: number): void {
+    const seen = new Set<string>();
+    for (const es of s.endpointSlices) {
+      const key = `${es.metadata?.namespace}/${es.metadata?.name}`;
+      seen.add(key);
+      const t = es.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
+      if (!t || this.triggerTimes.get(key) === t) continue;
+      this.triggerTimes.set(key, t);
+      const ms = Date.parse(t);
+      // As kube-proxy: changes from before this agent started are not its latency.
+      if (!Number.isFinite(ms) || ms < this.startedAt || ms > at) continue;
+      this.d.metrics.kpNetworkProgramming.observe((at - ms) / 1000);
+    }
+    for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
   }
 
   isReady(): boolean {
@@ -83,6 +187,7 @@ export class Agent {
       },
       lastSync: this.lastSync,
       rejected: this.rejected,
+      resync: this.resyncState,
     };
   }
 
@@ -105,6 +210,8 @@ export class Agent {
       }
       this.rejected = rejected;
       const res = this.d.reconciler.apply(desired.frontends);
+      this.synced = true;
+      this.syncNames();
       for (const e of res.errors) {
         logger.error({ frontend: e.frontend, servicePort: e.servicePort, reason: e.reason }, 'entry not programmed');
       }
@@ -123,9 +230,9 @@ export class Agent {
       metrics.frontends.set(res.frontends);
       metrics.backends.set(res.backends);
       metrics.services.set(new Set(desired.frontends.map((f) => `${f.servicePort.namespace}/${f.servicePort.name}`)).size);
-      metrics.writes.inc({ kind: 'backend' }, res.written.backends);
-      metrics.writes.inc({ kind: 'maglev_table' }, res.written.tables);
-      metrics.writes.inc({ kind: 'service' }, res.written.services);
+      this.recordWrites(res);
+      this.observeTriggerTimes(s, at);
+      if (s.eventTime !== undefined && s.eventTime <= at) metrics.networkProgramming.observe((at - s.eventTime) / 1000);
       this.lastSync = { ...res, at: new Date(at).toISOString() };
       this.appliedVersion = s.version;
       logger.info(

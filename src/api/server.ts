@@ -1,36 +1,180 @@
 /**
- * The agent's HTTP API: health, readiness, status, metrics, and read-only
- * dumps of the kernel's maps (decoded). Bound to loopback by default.
+ * The agent's HTTP API: health, readiness, status, metrics, drift, and
+ * read-only dumps of the kernel's maps (decoded, see dataplane/inspect.ts).
+ * Bound to loopback by default. Every route declares its schemas; the
+ * OpenAPI document is served at /openapi.json. A known path with another
+ * method answers 405 with Allow, an unknown path 404, a bad parameter 400.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
 import type { Registry } from 'prom-client';
-import type { Agent } from '../agent/agent.js';
-import type { SocketLbDatapath } from '../dataplane/datapath.js';
-import type { Reconciler } from '../dataplane/reconciler.js';
-import { dumpBackends, dumpServices } from '../dataplane/inspect.js';
+import type { AgentStatus } from '../agent/agent.js';
+import type { DriftEntry } from '../dataplane/reconciler.js';
+import type { KernelFeatures } from '../dataplane/features.js';
+import { pinnedLinks } from '../dataplane/features.js';
+import { listBackends, listServices, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
+import { mapStats, type InspectMaps } from '../dataplane/maps.js';
+import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
+import * as S from './schemas.js';
 
 export interface ApiDeps {
-  agent: Pick<Agent, 'isReady' | 'status'>;
-  datapath: SocketLbDatapath;
-  reconciler: Reconciler;
+  agent: { isReady(): boolean; status(): AgentStatus & { resync?: object } };
+  /** The kernel's maps. */
+  maps: InspectMaps;
+  /** Names for ids, fresh per request. */
+  names: () => Names;
+  /** Desired vs actual, entry by entry; undefined when the reconciler cannot tell. */
+  drift?: () => DriftEntry[] | undefined;
   registry: Registry;
+  features?: KernelFeatures;
+  version?: string;
+}
+
+const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
+
+class HttpError extends Error {
+  constructor(readonly statusCode: number, message: string) {
+    super(message);
+  }
 }
 
 export function buildApp(deps: ApiDeps): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({
+    logger: false,
+    // Unknown query parameters are an error (400), not silently dropped.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: true, useDefaults: true } },
+    schemaErrorFormatter: (errors, dataVar) =>
+      new Error(
+        errors
+          .map((e) => {
+            const where = `${dataVar}${e.instancePath.replace(/\//g, '.')}`;
+            const extra = (e.params as { additionalProperty?: string }).additionalProperty;
+            return extra ? `${where}: unknown parameter ${JSON.stringify(extra)}` : `${where} ${e.message}`;
+          })
+          .join('; '),
+      ),
+  });
 
-  app.get('/healthz', async () => ({ ok: true }));
-  app.get('/readyz', async (_req, reply) => {
-    const ready = deps.agent.isReady();
-    reply.code(ready ? 200 : 503);
-    return { ready };
+  app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'switchyard agent API',
+        description: 'Read-only view of one node: the kernel\'s BPF maps decoded, status, drift and metrics.',
+        version: deps.version ?? '0',
+      },
+    },
   });
-  app.get('/v1/status', async () => deps.agent.status());
-  app.get('/v1/services', async () => ({ items: dumpServices(deps.datapath, deps.reconciler) }));
-  app.get('/v1/backends', async () => ({ items: dumpBackends(deps.datapath, deps.reconciler) }));
-  app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', deps.registry.contentType);
-    return deps.registry.metrics();
+
+  app.setErrorHandler((err: FastifyError | Error, _req, reply) => {
+    if (err instanceof BadQuery) return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: err.message });
+    if (err instanceof HttpError) {
+      return reply.code(err.statusCode).send({ statusCode: err.statusCode, error: err.statusCode === 404 ? 'Not Found' : 'Error', message: err.message });
+    }
+    const code = (err as FastifyError).statusCode ?? 500;
+    return reply.code(code).send({ statusCode: code, error: code === 400 ? 'Bad Request' : 'Internal Server Error', message: err.message });
   });
+
+  const paths: string[] = [];
+  app.register(async (r) => {
+    const get = <Q = unknown, P = unknown>(
+      url: string,
+      schema: Record<string, unknown>,
+      handler: (req: { query: Q; params: P }, reply: any) => unknown,
+    ) => {
+      paths.push(url);
+      r.get(url, { schema: { querystring: S.noQuery, ...schema } }, handler as any);
+    };
+    const errors = { 400: S.errorSchema, 404: S.errorSchema };
+
+    get('/healthz', { summary: 'Liveness', response: { 200: { type: 'object', properties: { ok: { type: 'boolean' } } } } }, () => ({ ok: true }));
+
+    get('/readyz', {
+      summary: 'Readiness: true after the first full sync with the hooks attached',
+      response: { 200: { type: 'object', properties: { ready: { type: 'boolean' } } }, 503: { type: 'object', properties: { ready: { type: 'boolean' } } } },
+    }, (_req, reply) => {
+      const ready = deps.agent.isReady();
+      reply.code(ready ? 200 : 503);
+      return { ready };
+    });
+
+    get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, () => ({
+      ...deps.agent.status(),
+      bpfRoot: deps.maps.bpfRoot,
+      links: pinnedLinks(deps.maps.bpfRoot),
+      kernel: deps.features,
+      maps: mapStats(deps.maps.bpfRoot),
+    }));
+
+    get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
+      '/v1/services',
+      { summary: 'Frontends in sy_svc4/sy_svc6 with their Service, backends and Maglev share', querystring: S.listQuery, response: { 200: S.servicesResponse, ...errors } },
+      (req) => ({ items: listServices(deps.maps, deps.names(), req.query) }),
+    );
+
+    get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
+      '/v1/backends',
+      { summary: 'Entries of sy_backend with their Service, node and state', querystring: S.listQuery, response: { 200: S.backendsResponse, ...errors } },
+      (req) => ({ items: listBackends(deps.maps, deps.names(), req.query) }),
+    );
+
+    get<{ full?: boolean }, { svc: string }>(
+      '/v1/maglev/:svc',
+      {
+        summary: 'Maglev table of a Service: M, slots per backend, the whole table with full=true',
+        params: S.maglevParams,
+        querystring: S.maglevQuery,
+        response: { 200: S.maglevResponse, ...errors },
+      },
+      (req) => {
+        const ref = parseSvcRef(req.params.svc);
+        if (!ref) throw new BadQuery(`svc: want a svc id or namespace/name[:port], got ${JSON.stringify(req.params.svc)}`);
+        const items = maglevOf(deps.maps, deps.names(), ref, req.query.full === true);
+        if (items.length === 0) throw new HttpError(404, `no frontend in the maps for ${req.params.svc}`);
+        return { items };
+      },
+    );
+
+    get<PageQuery>(
+      '/v1/affinity',
+      { summary: 'sessionAffinity entries (sy_affinity), paginated', querystring: S.pageQuery, response: { 200: S.affinityResponse, ...errors } },
+      (req) => listAffinity(deps.maps, deps.names(), req.query),
+    );
+
+    get<PageQuery>(
+      '/v1/flows',
+      { summary: 'Per-flow state of the tc path (sy_ct4/sy_ct6), paginated; empty with a note when not loaded', querystring: S.pageQuery, response: { 200: S.flowsResponse, ...errors } },
+      (req) => listFlows(deps.maps, deps.names(), req.query),
+    );
+
+    get('/v1/drift', {
+      summary: 'Desired state vs the maps, entry by entry (empty when in sync)',
+      response: { 200: S.driftResponse, 503: S.errorSchema },
+    }, () => {
+      const items = deps.drift?.();
+      if (items === undefined) throw new HttpError(503, 'drift is not available: this reconciler cannot report it, or no sync has run yet');
+      return { inSync: items.length === 0, items };
+    });
+
+    get('/metrics', { summary: 'Prometheus metrics', produces: ['text/plain'], response: { 200: { type: 'string' } } }, async (_req, reply) => {
+      reply.header('content-type', deps.registry.contentType);
+      return deps.registry.metrics();
+    });
+
+    get('/openapi.json', { summary: 'This API as an OpenAPI 3 document', response: { 200: { type: 'object', additionalProperties: true } } }, () => app.swagger());
+
+    // A known path with a method it does not serve: 405 and what it does serve.
+    for (const url of paths) {
+      r.route({
+        method: [...OTHER_METHODS],
+        url,
+        schema: { hide: true },
+        handler: (req, reply) => {
+          reply.code(405).header('allow', 'GET, HEAD').send({ statusCode: 405, error: 'Method Not Allowed', message: `${req.method} is not allowed on ${url}; this API is read-only (GET, HEAD)` });
+        },
+      });
+    }
+  });
+
   return app;
 }

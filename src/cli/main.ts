@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { Agent } from '../agent/agent.js';
-import { agentMetrics } from '../agent/metrics.js';
+import { agentMetrics, datapathMetrics } from '../agent/metrics.js';
 import { buildApp } from '../api/server.js';
 import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapath.js';
 import { Reconciler } from '../dataplane/reconciler.js';
@@ -15,14 +15,22 @@ import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/
 import { FileSource } from '../source/file.js';
 import { findCgroup2Root } from '../util/sys.js';
 import { labDown, labUp } from '../lab/demo.js';
+import { datapathMaps } from '../dataplane/maps.js';
+import { resolveNames } from '../dataplane/inspect.js';
+import { PinnedNames } from '../dataplane/names.js';
+import { probeFeatures } from '../dataplane/features.js';
+import { driftCommand, mapsCommand, statusCommand } from './inspect.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
 Usage:
   switchyard agent   --node-name N --source file:PATH [options]
   switchyard cleanup [--cgroup PATH] [--bpf-root DIR]
-  switchyard status  [--api-addr HOST:PORT]
-  switchyard maps    services|backends [--api-addr HOST:PORT] [-o table|json]
+  switchyard status  [--api-addr HOST:PORT | --bpf-root DIR] [-o table|json|yaml]
+  switchyard maps    services|backends|maglev SVC|flows|affinity [--api-addr HOST:PORT | --bpf-root DIR]
+                     [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
+                     [--raw] [--full] [--limit N] [--continue TOKEN]
+  switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
   switchyard lab     up|down [--prefix P]
 
 Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHYARD_NODE_NAME):
@@ -37,7 +45,13 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --max-services N        capacity of the service maps                             [${DEFAULTS.maxServices}]
   --max-backends N        capacity of the backend map                              [${DEFAULTS.maxBackends}]
   --service-proxy-name S  only handle Services labelled service.kubernetes.io/service-proxy-name=S
+  --resync-interval SEC   compare the maps with the desired state and repair drift every SEC s; 0 = off   [60]
+  --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
   --log-level L           pino level                                               [info]
+
+Inspection (maps, status, drift) asks the agent's API at --api-addr [127.0.0.1:10256]; with --bpf-root
+it reads the pinned maps directly instead (root; no agent needed). SVC for maglev: namespace/name[:port]
+or a svc id. flows and affinity are paginated: every page is fetched unless --limit is given.
 `;
 
 const agentOptions = {
@@ -52,6 +66,15 @@ const agentOptions = {
   'max-backends': { type: 'string' },
   'service-proxy-name': { type: 'string' },
   'log-level': { type: 'string' },
+  'resync-interval': { type: 'string' },
+  'metrics-service-cap': { type: 'string' },
+  namespace: { type: 'string', short: 'n' },
+  service: { type: 'string' },
+  backend: { type: 'string' },
+  limit: { type: 'string' },
+  continue: { type: 'string' },
+  raw: { type: 'boolean' },
+  full: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   output: { type: 'string', short: 'o' },
   prefix: { type: 'string' },
@@ -99,12 +122,23 @@ async function runAgent(o: Opts): Promise<number> {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
     maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
   });
-  const reconciler = new Reconciler(datapath, { size: maglevSize, auto: !o['maglev-fixed'] });
+  const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
+  const reconciler = new Reconciler(datapath, sizing);
+  const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);
+  if (!Number.isFinite(resyncSec) || resyncSec < 0) throw new Error(`--resync-interval must be a number of seconds >= 0, got ${JSON.stringify(o['resync-interval'])}`);
+  const names = PinnedNames.openForWrite(bpfRoot, datapath.opts.maxServices, datapath.opts.maxBackends);
   const registry = new Registry();
   const metrics = agentMetrics(registry);
   const source = new FileSource(o.source.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
-  const agent = new Agent({ nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'] });
-  const app = buildApp({ agent, datapath, reconciler, registry });
+  const agent = new Agent({
+    nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
+    names, resyncIntervalMs: resyncSec * 1000,
+  });
+  const maps = datapathMaps(datapath);
+  const currentNames = () => resolveNames({ reconciler: { frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }, pinned: names });
+  datapathMetrics(registry, { maps, names: currentNames, serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000) });
+  const features = probeFeatures();
+  const app = buildApp({ agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version });
   await app.listen({ host: api.host, port: api.port });
   logger.info({ api: `${api.host}:${api.port}`, cgroup: cgroupPath, bpfRoot, source: o.source, maglev: { size: maglevSize, auto: !o['maglev-fixed'] } }, 'agent started');
   await agent.start();
@@ -119,21 +153,9 @@ async function runAgent(o: Opts): Promise<number> {
   });
   await agent.stop();
   await app.close();
+  names.close();
   datapath.close();
   return 0;
-}
-
-async function apiGet(o: Opts, path: string): Promise<any> {
-  const { host, port } = splitAddr(o['api-addr'] ?? '127.0.0.1:10256');
-  const r = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`);
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
-  return r.json();
-}
-
-function table(rows: Record<string, unknown>[], cols: string[]): string {
-  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i])).join('  ').trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))].join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -153,25 +175,12 @@ export async function main(argv: string[]): Promise<number> {
       console.log(removed.length ? `removed ${removed.length} pins under ${bpfRoot} (hooks detached)` : `nothing to clean under ${bpfRoot}`);
       return 0;
     }
-    case 'status': {
-      console.log(JSON.stringify(await apiGet(o, '/v1/status'), null, 2));
-      return 0;
-    }
-    case 'maps': {
-      const what = positionals[0];
-      if (what !== 'services' && what !== 'backends') throw new Error('maps: want "services" or "backends"');
-      const { items } = await apiGet(o, `/v1/${what}`);
-      if (o.output === 'json') console.log(JSON.stringify(items, null, 2));
-      else if (what === 'services') {
-        console.log(table(items.map((s: any) => ({
-          service: s.service, type: s.type, frontend: `${s.address.includes(':') ? `[${s.address}]` : s.address}:${s.port}/${s.protocol}`, scope: s.scope,
-          id: s.svcId, backends: s.backends.map((b: any) => `${b.address}:${b.port}(${b.slots})`).join(' ') || '(none: refused)', m: s.maglevSize,
-        })), ['service', 'type', 'frontend', 'scope', 'id', 'm', 'backends']));
-      } else {
-        console.log(table(items, ['id', 'address', 'port', 'protocol', 'service', 'node', 'state', 'local']));
-      }
-      return 0;
-    }
+    case 'status':
+      return statusCommand(o);
+    case 'maps':
+      return mapsCommand(positionals[0], positionals[1], o);
+    case 'drift':
+      return driftCommand(o);
     case 'lab': {
       const sub = positionals[0];
       if (sub === 'up') return labUp(o.prefix ?? 'sylab');

@@ -1,91 +1,363 @@
 /**
  * Decoded views of what the kernel's maps hold (not of what the control plane
- * believes): each entry read back from the maps, explained with the
- * reconciler's metadata where it has some.
+ * believes): every entry is read back from the maps and explained with the
+ * names the agent recorded (reconciler metadata while it runs, the pinned
+ * sy_svc_meta / sy_be_meta maps otherwise). Shared by the REST API and by
+ * `switchyard maps --bpf-root`, so both print the same thing.
  */
+import type { FrontendType, Protocol } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
-import type { SocketLbDatapath } from './datapath.js';
-import type { Reconciler } from './reconciler.js';
-import { BE_F_LOCAL, BE_F_TERMINATING, SCOPE_INTERNAL, SVC_F_AFFINITY, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec } from './layout.js';
+import type { InspectMaps } from './maps.js';
+import type { PinnedNames, ReconcilerNames, SvcName } from './names.js';
+import {
+  BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
+  backendCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal,
+} from './layout.js';
+
+// ---------------------------------------------------------------- names
+
+export interface Names {
+  svc(id: number): SvcName | undefined;
+  backend(id: number): { service?: SvcName; node?: string } | undefined;
+}
+
+/**
+ * Names for ids: the running reconciler's first (it is the freshest), then
+ * what the agent last pinned. Either may be absent.
+ */
+export function resolveNames(o: { reconciler?: ReconcilerNames; pinned?: PinnedNames }): Names {
+  const svc = new Map<number, SvcName>();
+  const byKey = new Map<string, SvcName>();
+  const be = new Map<number, { service?: SvcName; node?: string }>();
+  if (o.pinned) {
+    for (const [id, n] of o.pinned.svcNames()) svc.set(id, n);
+    for (const [id, b] of o.pinned.backendNames()) be.set(id, { service: svc.get(b.svcId), node: b.node || undefined });
+  }
+  if (o.reconciler) {
+    for (const f of o.reconciler.frontends.values()) {
+      if (!f.servicePort.name) continue;
+      const n: SvcName = { ...f.servicePort, type: f.type };
+      svc.set(f.svcId, n);
+      if (!byKey.has(servicePortKey(n))) byKey.set(servicePortKey(n), n);
+    }
+    for (const [id, b] of o.reconciler.backends) {
+      be.set(id, { service: byKey.get(b.servicePort) ?? be.get(id)?.service, node: b.nodeName || be.get(id)?.node });
+    }
+  }
+  return { svc: (id) => svc.get(id), backend: (id) => be.get(id) };
+}
+
+// ---------------------------------------------------------------- filters
+
+export interface Filter {
+  namespace?: string;
+  /** Service name (within namespace when both are given). */
+  service?: string;
+  /** Backend id, or address, or address:port ([v6]:port). */
+  backend?: string;
+}
+
+export function matchService(n: SvcName | undefined, f: Filter): boolean {
+  if (f.namespace !== undefined && n?.namespace !== f.namespace) return false;
+  if (f.service !== undefined && n?.name !== f.service) return false;
+  return true;
+}
+
+export function matchBackend(id: number | undefined, b: { address: string; port: number } | undefined, want: string | undefined): boolean {
+  if (want === undefined) return true;
+  if (/^\d+$/.test(want)) return id === Number(want);
+  if (!b) return false;
+  return want === b.address || want === hostPort(b.address, b.port);
+}
+
+export function hostPort(addr: string, port: number): string {
+  return addr.includes(':') ? `[${addr}]:${port}` : `${addr}:${port}`;
+}
+
+// ---------------------------------------------------------------- services
+
+export interface RawEntry {
+  key: string;
+  value: string;
+}
+
+export interface ServiceBackendRef {
+  id: number;
+  address: string | null;
+  port: number | null;
+  node: string | null;
+  state: 'ready' | 'terminating' | 'missing';
+  local: boolean;
+  slots: number;
+}
 
 export interface ServiceEntry {
-  service: string;
-  type: string;
+  svcId: number;
+  namespace: string | null;
+  service: string | null;
+  portName: string | null;
+  type: FrontendType | null;
+  scope: 'internal' | 'external';
+  family: 4 | 6;
   address: string;
   port: number;
   protocol: string;
-  scope: 'internal' | 'external';
-  svcId: number;
-  backendCount: number;
-  flags: number;
+  flags: string[];
   affinityTimeoutSec: number;
+  backendCount: number;
   maglevSize: number;
-  backends: { id: number; address: string; port: number; slots: number }[];
+  backends: ServiceBackendRef[];
   counters: { translations: number; refused: number };
+  raw?: RawEntry;
 }
 
-export function dumpServices(dp: SocketLbDatapath, rec: Reconciler): ServiceEntry[] {
-  const meta = rec.frontendMeta();
-  const backends = new Map(dp.backends.entries());
+export function svcFlagNames(flags: number): string[] {
+  const out: string[] = [];
+  if (flags & SVC_F_AFFINITY) out.push('affinity');
+  if (flags & SVC_F_NODEPORT) out.push('nodeport');
+  if (flags & SVC_F_EXTERNAL) out.push('external');
+  return out;
+}
+
+function backendState(b: BackendVal | undefined): ServiceBackendRef['state'] {
+  if (!b) return 'missing';
+  return b.flags & BE_F_TERMINATING ? 'terminating' : 'ready';
+}
+
+/** Slot counts per backend id of a live table, and its M; M = 0 when there is no table. */
+export function tableOf(maps: InspectMaps, svcId: number): { m: number; ids: Uint32Array } {
+  const table = maps.openMaglevTable(svcId);
+  if (!table) return { m: 0, ids: new Uint32Array(0) };
+  try {
+    const all = maps.readMaglevTable(table);
+    return { m: all[0] ?? 0, ids: all.subarray(1) };
+  } finally {
+    table.close();
+  }
+}
+
+export interface ServiceQuery extends Filter {
+  raw?: boolean;
+}
+
+export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = {}): ServiceEntry[] {
+  const backends = new Map(maps.backends.entries());
   const out: ServiceEntry[] = [];
   for (const family of [4, 6] as const) {
-    const map = family === 4 ? dp.svc4 : dp.svc6;
+    const map = family === 4 ? maps.svc4 : maps.svc6;
     const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
     for (const { key, value } of map.dumpRaw()) {
       const k = codec.decode(key);
       const v = svcValCodec.decode(value);
-      const m = meta.get(v.svcId);
+      const n = names.svc(v.svcId);
+      if (!matchService(n, q)) continue;
+      const { m, ids } = tableOf(maps, v.svcId);
       const slots = new Map<number, number>();
-      let maglevSize = 0;
-      const table = dp.openMaglevTable(v.svcId);
-      if (table) {
-        try {
-          const t = dp.readMaglevTable(table);
-          maglevSize = t[0];
-          for (let i = 1; i < t.length; i++) slots.set(t[i], (slots.get(t[i]) ?? 0) + 1);
-        } finally {
-          table.close();
-        }
-      }
-      const stats = dp.svcStats.lookupPerCpu(v.svcId) ?? [];
+      for (const id of ids) slots.set(id, (slots.get(id) ?? 0) + 1);
+      const refs: ServiceBackendRef[] = [...slots]
+        .map(([id, count]) => {
+          const b = backends.get(id);
+          return {
+            id,
+            address: b?.addr ?? null,
+            port: b?.port ?? null,
+            node: names.backend(id)?.node ?? null,
+            state: backendState(b),
+            local: b ? (b.flags & BE_F_LOCAL) !== 0 : false,
+            slots: count,
+          };
+        })
+        .sort((a, b) => a.id - b.id);
+      if (q.backend !== undefined && !refs.some((r) => matchBackend(r.id, r.address === null ? undefined : { address: r.address, port: r.port ?? 0 }, q.backend))) continue;
+      const stats = maps.svcStats.lookupPerCpu(v.svcId) ?? [];
       out.push({
-        service: m ? servicePortKey(m.servicePort) : '(unknown)',
-        type: m?.type ?? '(unknown)',
+        svcId: v.svcId,
+        namespace: n?.namespace ?? null,
+        service: n?.name ?? null,
+        portName: n ? n.port : null,
+        type: n?.type ?? null,
+        scope: k.scope === SCOPE_INTERNAL ? 'internal' : 'external',
+        family,
         address: k.addr,
         port: k.port,
         protocol: protoName(k.proto),
-        scope: k.scope === SCOPE_INTERNAL ? 'internal' : 'external',
-        svcId: v.svcId,
-        backendCount: v.backendCount,
-        flags: v.flags,
+        flags: svcFlagNames(v.flags),
         affinityTimeoutSec: v.flags & SVC_F_AFFINITY ? v.affinityTimeout : 0,
-        maglevSize,
-        backends: [...slots]
-          .map(([id, n]) => ({ id, address: backends.get(id)?.addr ?? '?', port: backends.get(id)?.port ?? 0, slots: n }))
-          .sort((a, b) => a.id - b.id),
+        backendCount: v.backendCount,
+        maglevSize: m,
+        backends: refs,
         counters: {
           translations: Number(stats.reduce((a, s) => a + s.translations, 0n)),
           refused: Number(stats.reduce((a, s) => a + s.refused, 0n)),
         },
+        ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
       });
     }
   }
-  return out.sort((a, b) => a.service.localeCompare(b.service) || a.address.localeCompare(b.address) || a.port - b.port);
+  return out.sort(
+    (a, b) =>
+      (a.namespace ?? '~').localeCompare(b.namespace ?? '~') ||
+      (a.service ?? '~').localeCompare(b.service ?? '~') ||
+      (a.portName ?? '').localeCompare(b.portName ?? '') ||
+      (a.scope === b.scope ? 0 : a.scope === 'internal' ? -1 : 1) ||
+      a.family - b.family ||
+      a.address.localeCompare(b.address) ||
+      a.port - b.port ||
+      a.scope.localeCompare(b.scope),
+  );
 }
 
-export function dumpBackends(dp: SocketLbDatapath, rec: Reconciler) {
-  const meta = rec.backendInfo();
-  return dp.backends
-    .entries()
-    .map(([id, b]) => ({
+// ---------------------------------------------------------------- backends
+
+export interface BackendEntry {
+  id: number;
+  address: string;
+  port: number;
+  protocol: string;
+  family: 4 | 6;
+  namespace: string | null;
+  service: string | null;
+  portName: string | null;
+  node: string | null;
+  state: 'ready' | 'terminating';
+  local: boolean;
+  raw?: RawEntry;
+}
+
+export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = {}): BackendEntry[] {
+  const out: BackendEntry[] = [];
+  for (const { key, value } of maps.backends.dumpRaw()) {
+    const id = key.readUInt32LE(0);
+    const b = backendCodec.decode(value);
+    const n = names.backend(id);
+    if (!matchService(n?.service, q)) continue;
+    if (!matchBackend(id, { address: b.addr, port: b.port }, q.backend)) continue;
+    out.push({
       id,
       address: b.addr,
       port: b.port,
       protocol: protoName(b.proto),
-      service: meta.get(id)?.servicePort ?? '(unknown)',
-      node: meta.get(id)?.nodeName ?? '',
+      family: b.family,
+      namespace: n?.service?.namespace ?? null,
+      service: n?.service?.name ?? null,
+      portName: n?.service ? n.service.port : null,
+      node: n?.node ?? null,
       state: b.flags & BE_F_TERMINATING ? 'terminating' : 'ready',
       local: (b.flags & BE_F_LOCAL) !== 0,
-    }))
-    .sort((a, b) => a.id - b.id);
+      ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
+    });
+  }
+  return out.sort((a, b) => a.id - b.id);
+}
+
+// ---------------------------------------------------------------- Maglev
+
+export interface MaglevEntry {
+  svcId: number;
+  namespace: string | null;
+  service: string | null;
+  portName: string | null;
+  address: string;
+  port: number;
+  protocol: string;
+  scope: 'internal' | 'external';
+  /** Table size; 0 when the Service has no backend (and so no table). */
+  m: number;
+  backends: { id: number; address: string | null; port: number | null; slots: number; share: number }[];
+  /** Backend id of every slot 0…M-1; only when asked for. */
+  table?: number[];
+}
+
+/**
+ * Parses a Service reference: a svc id ("12"), or "namespace/name" with an
+ * optional ":port-name". Returns undefined when it is neither.
+ */
+export function parseSvcRef(s: string): { svcId: number } | { namespace: string; name: string; port?: string } | undefined {
+  if (/^\d+$/.test(s)) return { svcId: Number(s) };
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)(:([-a-z0-9]*))?$/.exec(s);
+  if (!m) return undefined;
+  return { namespace: m[1], name: m[3], ...(m[5] !== undefined ? { port: m[6] } : {}) };
+}
+
+/** The Maglev tables behind a Service reference (every frontend it matches). */
+export function maglevOf(maps: InspectMaps, names: Names, ref: NonNullable<ReturnType<typeof parseSvcRef>>, full: boolean): MaglevEntry[] {
+  const backends = new Map(maps.backends.entries());
+  const out: MaglevEntry[] = [];
+  for (const family of [4, 6] as const) {
+    const map = family === 4 ? maps.svc4 : maps.svc6;
+    const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
+    for (const { key, value } of map.dumpRaw()) {
+      const v = svcValCodec.decode(value);
+      const n = names.svc(v.svcId);
+      if ('svcId' in ref) {
+        if (v.svcId !== ref.svcId) continue;
+      } else if (!n || n.namespace !== ref.namespace || n.name !== ref.name || (ref.port !== undefined && n.port !== ref.port)) {
+        continue;
+      }
+      const k = codec.decode(key);
+      const { m, ids } = tableOf(maps, v.svcId);
+      const slots = new Map<number, number>();
+      for (const id of ids) slots.set(id, (slots.get(id) ?? 0) + 1);
+      out.push({
+        svcId: v.svcId,
+        namespace: n?.namespace ?? null,
+        service: n?.name ?? null,
+        portName: n ? n.port : null,
+        address: k.addr,
+        port: k.port,
+        protocol: protoName(k.proto),
+        scope: k.scope === SCOPE_INTERNAL ? 'internal' : 'external',
+        m,
+        backends: [...slots]
+          .map(([id, count]) => ({ id, address: backends.get(id)?.addr ?? null, port: backends.get(id)?.port ?? null, slots: count, share: m ? count / m : 0 }))
+          .sort((a, b) => a.id - b.id),
+        ...(full ? { table: Array.from(ids) } : {}),
+      });
+    }
+  }
+  return out.sort((a, b) => a.svcId - b.svcId);
+}
+
+// ---------------------------------------------------------------- counters
+
+export interface ServiceCounter {
+  namespace: string;
+  service: string;
+  portName: string;
+  protocol: Protocol;
+  translations: bigint;
+  refused: bigint;
+}
+
+/** Per-CPU service counters summed over CPUs and over the frontends of each Service port. */
+export function serviceCounters(maps: InspectMaps, names: Names): ServiceCounter[] {
+  const byPort = new Map<string, ServiceCounter>();
+  for (const map of [maps.svc4, maps.svc6]) {
+    for (const { value } of map.dumpRaw()) {
+      const svcId = value.readUInt32LE(0);
+      const n = names.svc(svcId);
+      if (!n) continue;
+      const stats = maps.svcStats.lookupPerCpu(svcId) ?? [];
+      const key = servicePortKey(n);
+      const c = byPort.get(key) ?? { namespace: n.namespace, service: n.name, portName: n.port, protocol: n.protocol, translations: 0n, refused: 0n };
+      for (const s of stats) {
+        c.translations += s.translations;
+        c.refused += s.refused;
+      }
+      byPort.set(key, c);
+    }
+  }
+  return [...byPort.values()];
+}
+
+/** Drop counters by reason name, summed over CPUs. */
+export function dropCounters(maps: InspectMaps): { reason: string; count: bigint }[] {
+  const out: { reason: string; count: bigint }[] = [];
+  for (let i = 0; i < DROP_REASON_SLOTS; i++) {
+    const per = maps.drops.lookupPerCpu(i) ?? [];
+    const count = per.reduce((a, b) => a + b, 0n);
+    const reason = DROP_REASONS[i] ?? `reason_${i}`;
+    if (i < DROP_REASONS.length || count > 0n) out.push({ reason, count });
+  }
+  return out;
 }

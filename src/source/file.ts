@@ -92,6 +92,19 @@ export class FileSource implements Source {
       .join('|');
   }
 
+  private newestMtime(): number | undefined {
+    let newest: number | undefined;
+    for (const f of listFiles(this.path)) {
+      try {
+        const m = statSync(f).mtimeMs;
+        if (newest === undefined || m > newest) newest = m;
+      } catch {
+        /* gone */
+      }
+    }
+    return newest;
+  }
+
   /** Reads everything now. Never throws: unreadable files become rejections. */
   read(): Snapshot {
     const snap: Snapshot = { services: [], endpointSlices: [], nodes: [], rejected: [], version: '' };
@@ -138,6 +151,8 @@ export class FileSource implements Source {
     const snap = this.read();
     if (!force && snap.version === this.lastVersion) return;
     this.lastVersion = snap.version;
+    // The change happened when the newest file was written.
+    if (!force) snap.eventTime = this.newestMtime();
     this.onSnapshot?.(snap);
   }
 

@@ -10,6 +10,12 @@ export interface Snapshot {
   rejected: Rejection[];
   /** Identifies the content (file source: hash of the files), for status and tests. */
   version: string;
+  /**
+   * When the change that produced this snapshot happened (ms since the
+   * epoch), if the source knows; the agent measures event → maps from it.
+   * Unset on a source's first snapshot.
+   */
+  eventTime?: number;
 }
 
 /**

@@ -1,0 +1,276 @@
+/**
+ * `switchyard maps …`, `switchyard status`, `switchyard drift`: what the
+ * kernel's maps hold, as kubectl-style tables or as JSON/YAML.
+ *
+ * Two ways to read: from a running agent's API (`--api-addr`, the default),
+ * or straight from the pins (`--bpf-root DIR`), which needs no agent (root
+ * only; names come from the pinned sy_svc_meta / sy_be_meta). Both print the
+ * same thing, since both use dataplane/inspect.ts. Drift needs the agent: the
+ * desired state lives there.
+ */
+import { stringify } from 'yaml';
+import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../dataplane/inspect.js';
+import { mapStats, openPinnedMaps } from '../dataplane/maps.js';
+import { PinnedNames } from '../dataplane/names.js';
+import { listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
+import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
+
+export interface InspectOpts {
+  output?: string;
+  'api-addr'?: string;
+  'bpf-root'?: string;
+  namespace?: string;
+  service?: string;
+  backend?: string;
+  limit?: string;
+  continue?: string;
+  raw?: boolean;
+  full?: boolean;
+}
+
+type Out = 'table' | 'wide' | 'json' | 'yaml';
+
+function outputOf(o: InspectOpts): Out {
+  const v = o.output ?? 'table';
+  if (v !== 'table' && v !== 'wide' && v !== 'json' && v !== 'yaml') throw new Error(`-o ${v}: want table, wide, json or yaml`);
+  return v;
+}
+
+export function splitAddr(a: string): { host: string; port: number } {
+  const i = a.lastIndexOf(':');
+  const port = Number(a.slice(i + 1));
+  if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad address ${JSON.stringify(a)}: want HOST:PORT`);
+  return { host: a.slice(0, i).replace(/^\[|\]$/g, ''), port };
+}
+
+/** GET from the agent; an error answer becomes an Error carrying the API's message. */
+export async function apiGet(apiAddr: string | undefined, path: string): Promise<any> {
+  const { host, port } = splitAddr(apiAddr ?? '127.0.0.1:10256');
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`;
+  let r: Response;
+  try {
+    r = await fetch(url);
+  } catch (e) {
+    throw new Error(`cannot reach the agent at ${host}:${port} (${(e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message}); is it running? (--api-addr, or --bpf-root to read the pins)`);
+  }
+  const text = await r.text();
+  let body: any;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = text;
+  }
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}: ${body?.message ?? text}`);
+  return body;
+}
+
+/** Aligned columns, upper-case headers, like kubectl. */
+export function table(rows: Record<string, unknown>[], cols: string[]): string {
+  const cell = (v: unknown) => (v === null || v === undefined || v === '' ? '-' : String(v));
+  const w = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(w[i])).join('   ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
+}
+
+function print(out: Out, data: unknown, asTable: () => string): void {
+  if (out === 'json') console.log(JSON.stringify(data, null, 2));
+  else if (out === 'yaml') process.stdout.write(stringify(data));
+  else console.log(asTable());
+}
+
+function query(o: InspectOpts, paged: boolean): Record<string, string> {
+  const q: Record<string, string> = {};
+  if (o.namespace) q.namespace = o.namespace;
+  if (o.service) q.service = o.service;
+  if (o.backend) q.backend = o.backend;
+  if (o.raw) q.raw = 'true';
+  if (paged && o.limit) q.limit = o.limit;
+  if (paged && o.continue) q.continue = o.continue;
+  return q;
+}
+
+const qs = (q: Record<string, string>) => (Object.keys(q).length ? `?${new URLSearchParams(q)}` : '');
+const svcName = (r: { namespace: string | null; service: string | null; portName?: string | null }) =>
+  r.service === null ? '(unknown)' : `${r.namespace}/${r.service}${r.portName ? `:${r.portName}` : ''}`;
+
+/** Reads through the pins under --bpf-root, closing them afterwards. */
+function direct<T>(bpfRoot: string, f: (ctx: { maps: ReturnType<typeof openPinnedMaps>; names: ReturnType<typeof resolveNames> }) => T): T {
+  const maps = openPinnedMaps(bpfRoot);
+  const pinned = PinnedNames.openForRead(bpfRoot);
+  try {
+    return f({ maps, names: resolveNames({ pinned }) });
+  } finally {
+    pinned?.close();
+    maps.close();
+  }
+}
+
+async function pages(o: InspectOpts, path: string, read: (q: PageQuery) => any): Promise<{ items: any[]; continue: string | null; note?: string }> {
+  // One page when --limit is given (its continue token is printed); else every page.
+  const one = o.limit !== undefined;
+  const items: any[] = [];
+  let token = o.continue;
+  let note: string | undefined;
+  for (;;) {
+    const q: Record<string, string> = { ...query(o, true), ...(token ? { continue: token } : {}) };
+    const page = o['bpf-root']
+      ? read({ namespace: q.namespace, service: q.service, backend: q.backend, raw: o.raw, limit: q.limit ? Number(q.limit) : undefined, continue: q.continue })
+      : await apiGet(o['api-addr'], `${path}${qs(q)}`);
+    items.push(...page.items);
+    note = page.note;
+    token = page.continue ?? undefined;
+    if (one || !token) return { items, continue: token ?? null, ...(note ? { note } : {}) };
+  }
+}
+
+export async function mapsCommand(what: string | undefined, arg: string | undefined, o: InspectOpts): Promise<number> {
+  const out = outputOf(o);
+  const root = o['bpf-root'];
+  switch (what) {
+    case 'services': {
+      const items = root
+        ? direct(root, ({ maps, names }) => listServices(maps, names, { ...query(o, false), raw: o.raw }))
+        : (await apiGet(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
+      print(out, { items }, () =>
+        table(
+          items.map((s: any) => ({
+            namespace: s.namespace, name: s.service, port: s.portName, type: s.type, frontend: `${hostPort(s.address, s.port)}/${s.protocol}`, scope: s.scope,
+            id: s.svcId, flags: s.flags.join(','), affinity: s.affinityTimeoutSec ? `${s.affinityTimeoutSec}s` : '', m: s.maglevSize,
+            translations: s.counters.translations, refused: s.counters.refused,
+            backends: s.backends.length === 0 ? '(none: refused)' : s.backends
+              .map((b: any) => `${b.address === null ? `#${b.id}?` : hostPort(b.address, b.port)}${out === 'wide' ? `(${b.slots})` : ''}${b.state === 'terminating' ? '[terminating]' : ''}`)
+              .join(', '),
+          })),
+          out === 'wide'
+            ? ['namespace', 'name', 'port', 'type', 'frontend', 'scope', 'id', 'flags', 'affinity', 'm', 'translations', 'refused', 'backends']
+            : ['namespace', 'name', 'port', 'type', 'frontend', 'scope', 'backends'],
+        ),
+      );
+      return 0;
+    }
+    case 'backends': {
+      const items = root
+        ? direct(root, ({ maps, names }) => listBackends(maps, names, { ...query(o, false), raw: o.raw }))
+        : (await apiGet(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
+      print(out, { items }, () =>
+        table(
+          items.map((b: any) => ({ ...b, name: b.service, port: b.portName, address: `${hostPort(b.address, b.port)}/${b.protocol}`, local: b.local ? 'yes' : 'no' })),
+          out === 'wide' ? ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local', 'family'] : ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local'],
+        ),
+      );
+      return 0;
+    }
+    case 'maglev': {
+      if (!arg) throw new Error('maps maglev: want a Service: namespace/name[:port] or a svc id');
+      const ref = parseSvcRef(arg);
+      if (!ref) throw new Error(`maps maglev: ${JSON.stringify(arg)} is neither namespace/name[:port] nor a svc id`);
+      const items = root
+        ? direct(root, ({ maps, names }) => maglevOf(maps, names, ref, o.full === true))
+        : (await apiGet(o['api-addr'], `/v1/maglev/${encodeURIComponent(arg)}${o.full ? '?full=true' : ''}`)).items;
+      if (items.length === 0) throw new Error(`no frontend in the maps for ${arg}`);
+      print(out, { items }, () =>
+        items
+          .map((t: any) => {
+            const head = `${svcName(t)}  ${hostPort(t.address, t.port)}/${t.protocol} ${t.scope}  svc ${t.svcId}  M=${t.m}`;
+            const body = table(
+              t.backends.map((b: any) => ({ backend: b.id, address: b.address === null ? '(missing)' : hostPort(b.address, b.port), slots: b.slots, share: `${(b.share * 100).toFixed(2)}%` })),
+              ['backend', 'address', 'slots', 'share'],
+            );
+            const full = t.table
+              ? `\nslot → backend id:\n${Array.from({ length: Math.ceil(t.table.length / 16) }, (_, i) => `${String(i * 16).padStart(6)}: ${t.table.slice(i * 16, i * 16 + 16).join(' ')}`).join('\n')}`
+              : '';
+            return `${head}\n${body}${full}`;
+          })
+          .join('\n\n'),
+      );
+      return 0;
+    }
+    case 'affinity': {
+      const page = await pages(o, '/v1/affinity', (q) => direct(root!, ({ maps, names }) => listAffinity(maps, names, q)));
+      print(out, page, () =>
+        [
+          table(
+            page.items.map((a: any) => ({ client: a.client, service: svcName(a), backend: a.backend ?? `#${a.backendId} (gone)`, idle: `${a.idleSec.toFixed(1)}s`, expired: a.expired ? 'yes' : 'no', id: a.svcId })),
+            out === 'wide' ? ['client', 'service', 'id', 'backend', 'idle', 'expired'] : ['client', 'service', 'backend', 'idle', 'expired'],
+          ),
+          ...(page.note ? [`note: ${page.note}`] : []),
+          ...(page.continue ? [`more: --continue ${page.continue}`] : []),
+        ].join('\n'),
+      );
+      return 0;
+    }
+    case 'flows': {
+      const page = await pages(o, '/v1/flows', (q) => direct(root!, ({ maps, names }) => listFlows(maps, names, q)));
+      print(out, page, () =>
+        [
+          page.items.length || !page.note
+            ? table(
+                page.items.map((f: any) => ({
+                  map: f.map, service: f.svcId === null ? '' : svcName(f), backend: f.backend ?? '',
+                  fields: Object.entries(f.fields).map(([k, v]) => `${k}=${v}`).join(' '),
+                })),
+                ['map', 'service', 'backend', 'fields'],
+              )
+            : '',
+          ...(page.note ? [`note: ${page.note}`] : []),
+          ...(page.continue ? [`more: --continue ${page.continue}`] : []),
+        ].filter(Boolean).join('\n'),
+      );
+      return 0;
+    }
+    default:
+      throw new Error('maps: want services, backends, maglev SVC, flows or affinity');
+  }
+}
+
+export async function statusCommand(o: InspectOpts): Promise<number> {
+  const out = outputOf(o);
+  const root = o['bpf-root'];
+  const s = root ? { bpfRoot: root, links: pinnedLinks(root), kernel: probeFeatures(), maps: mapStats(root) } : await apiGet(o['api-addr'], '/v1/status');
+  print(out, s, () => {
+    const lines: string[] = [];
+    if (s.node !== undefined) {
+      lines.push(`Node:        ${s.node}   ready: ${s.ready ? 'yes' : 'no'}`);
+      lines.push(`Source:      ${s.source?.kind ?? '-'}   applied version ${s.source?.appliedVersion ?? '-'}`);
+      const ls = s.lastSync;
+      lines.push(
+        ls
+          ? `Last sync:   ${ls.at}  ${ls.durationMs.toFixed(1)} ms  ${ls.frontends} frontends, ${ls.backends} backends; written ${ls.written.services}/${ls.written.tables}/${ls.written.backends}, deleted ${ls.deleted.services}/${ls.deleted.tables}/${ls.deleted.backends} (services/tables/backends), ${ls.errors.length} errors`
+          : 'Last sync:   none yet',
+      );
+      if (s.resync) lines.push(`Resync:      every ${s.resync.intervalSec}s, ${s.resync.runs} runs, last ${s.resync.lastAt ?? '-'} (${s.resync.lastRepaired} drifted entries)`);
+      if (s.rejected?.length) lines.push(`Rejected:    ${s.rejected.map((r: any) => `${r.kind} ${r.namespace}/${r.name}: ${r.reason}`).join('\n             ')}`);
+    }
+    lines.push(`BPF root:    ${s.bpfRoot}`);
+    const k = s.kernel;
+    if (k) {
+      lines.push(`Kernel:      ${k.kernel}, libbpf ${k.libbpf}, ${k.possibleCpus} CPUs`);
+      lines.push(`Features:    vmlinux BTF ${k.vmlinuxBtf ? 'yes' : 'no'}, batch map ops ${k.batchOps ? 'yes' : 'no'}, inner maps of any size ${k.innerMapVarSize ? 'yes' : 'no'}, bpf_stats ${k.bpfStats ? 'on' : 'off'}`);
+    }
+    lines.push('', 'Links:');
+    lines.push(table(s.links.map((l: any) => ({ program: l.pin, hook: l.attachType, link: l.linkId, prog: l.progId })), ['program', 'hook', 'link', 'prog']));
+    lines.push('', 'Maps:');
+    lines.push(
+      table(
+        s.maps.map((m: any) => ({ ...m, entries: m.entries ?? '(array)', use: m.entries === null ? '' : `${((100 * m.entries) / m.capacity).toFixed(1)}%` })),
+        ['name', 'type', 'entries', 'capacity', 'use'],
+      ),
+    );
+    return lines.join('\n');
+  });
+  return 0;
+}
+
+/** Exit code 0 when in sync, 1 when anything drifted (like `diff`). */
+export async function driftCommand(o: InspectOpts): Promise<number> {
+  const out = outputOf(o);
+  if (o['bpf-root']) throw new Error('drift compares the maps with the desired state, which lives in the agent: use --api-addr');
+  const d = await apiGet(o['api-addr'], '/v1/drift');
+  const show = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' || typeof v === 'number' ? String(v) : JSON.stringify(v));
+  print(out, d, () =>
+    d.items.length === 0
+      ? 'in sync: the maps hold exactly the desired state'
+      : table(d.items.map((e: any) => ({ kind: e.kind, map: e.map, key: show(e.key), expected: show(e.expected), actual: show(e.actual) })), ['kind', 'map', 'key', 'expected', 'actual']),
+  );
+  return d.items.length === 0 ? 0 : 1;
+}

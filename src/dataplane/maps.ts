@@ -1,0 +1,191 @@
+/**
+ * The datapath's maps as a reader sees them: either the agent's own handles
+ * (SocketLbDatapath) or the pins under a bpffs directory, opened by path, so
+ * that `switchyard maps --bpf-root DIR` explains the kernel's state with no
+ * agent running. Both give the same typed views; inspect.ts decodes them.
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { BpfMap, u32Codec, u64Codec, type Codec } from '../bpf/map.js';
+import { MapType, mapTypeName } from '../bpf/constants.js';
+import { isBpfError, native } from '../bpf/native.js';
+import type { SocketLbDatapath } from './datapath.js';
+import { MAGLEV_SIZE_SLOT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
+
+export interface InspectMaps {
+  readonly bpfRoot: string;
+  readonly svc4: SocketLbDatapath['svc4'];
+  readonly svc6: SocketLbDatapath['svc6'];
+  readonly backends: SocketLbDatapath['backends'];
+  readonly maglev: SocketLbDatapath['maglev'];
+  readonly affinity: SocketLbDatapath['affinity'];
+  readonly svcStats: SocketLbDatapath['svcStats'];
+  readonly drops: SocketLbDatapath['drops'];
+  /** The table installed for svcId, or undefined (none, or the shared no-table map). Caller closes it. */
+  openMaglevTable(svcId: number): BpfMap<number, number> | undefined;
+  /** A table read back: slot 0 = M, then the M backend ids. */
+  readMaglevTable(table: BpfMap<number, number>): Uint32Array;
+  /** A map pinned under bpfRoot by name, with raw keys and values; undefined when not pinned. Caller closes it. */
+  openPinned(name: string): BpfMap<Buffer, Buffer> | undefined;
+}
+
+/** Keys and values as they are. */
+export function rawCodec(size: number): Codec<Buffer> {
+  return { size, encode: (v, buf) => (buf ? (v.copy(buf), buf) : Buffer.from(v)), decode: (b) => Buffer.from(b) };
+}
+
+function openPinnedRaw(bpfRoot: string, name: string): BpfMap<Buffer, Buffer> | undefined {
+  const pin = join(bpfRoot, name);
+  if (!existsSync(pin)) return undefined;
+  const fd = native().objGet(pin);
+  try {
+    const info = native().mapInfo(fd);
+    return new BpfMap(fd, rawCodec(info.keySize), rawCodec(info.valueSize), name);
+  } catch (e) {
+    native().close(fd);
+    throw e;
+  }
+}
+
+function openMaglevTable(maglev: BpfMap<number, number>, svcId: number): BpfMap<number, number> | undefined {
+  const id = maglev.lookup(svcId);
+  if (!id) return undefined;
+  let table: BpfMap<number, number>;
+  try {
+    table = new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
+  } catch (e) {
+    if (isBpfError(e, 'ENOENT')) return undefined;
+    throw e;
+  }
+  if (!table.lookup(MAGLEV_SIZE_SLOT)) {
+    table.close(); // the shared no-table map (M = 0)
+    return undefined;
+  }
+  return table;
+}
+
+/** Slot 0 = M, then M ids; through the mmapped value area when the table has one (slots 8 bytes apart). */
+function readMaglevTable(table: BpfMap<number, number>): Uint32Array {
+  const m = table.lookup(MAGLEV_SIZE_SLOT) ?? 0;
+  const out = new Uint32Array(m + 1);
+  try {
+    const raw = native().mapMmapRead(table.fd, 8 * (m + 1), 0);
+    const area = new Uint32Array(raw.buffer, raw.byteOffset, raw.length / 4);
+    for (let i = 0; i <= m; i++) out[i] = area[2 * i];
+  } catch (e) {
+    if (!isBpfError(e)) throw e;
+    for (const s of table.dumpRaw()) {
+      const i = s.key.readUInt32LE(0);
+      if (i <= m) out[i] = s.value.readUInt32LE(0);
+    }
+  }
+  return out;
+}
+
+/** The agent's maps (already open). */
+export function datapathMaps(dp: SocketLbDatapath): InspectMaps {
+  return {
+    bpfRoot: dp.opts.bpfRoot,
+    svc4: dp.svc4,
+    svc6: dp.svc6,
+    backends: dp.backends,
+    maglev: dp.maglev,
+    affinity: dp.affinity,
+    svcStats: dp.svcStats,
+    drops: dp.drops,
+    openMaglevTable: (id) => dp.openMaglevTable(id),
+    readMaglevTable: (t) => dp.readMaglevTable(t),
+    openPinned: (name) => openPinnedRaw(dp.opts.bpfRoot, name),
+  };
+}
+
+export interface PinnedMaps extends InspectMaps {
+  close(): void;
+}
+
+/** Opens the datapath's pins under bpfRoot, read-only in spirit (nothing here writes). */
+export function openPinnedMaps(bpfRoot: string): PinnedMaps {
+  const need = ['sy_svc4', 'sy_svc6', 'sy_backend', 'sy_maglev', 'sy_affinity', 'sy_svc_stats', 'sy_drops'];
+  const missing = need.filter((n) => !existsSync(join(bpfRoot, n)));
+  if (missing.length) {
+    throw new Error(`${bpfRoot}: no switchyard maps pinned here (missing ${missing.join(', ')}); is this the agent's --bpf-root?`);
+  }
+  const opened: BpfMap<any, any>[] = [];
+  const open = <K, V>(name: string, k: Codec<K>, v: Codec<V>): BpfMap<K, V> => {
+    const m = new BpfMap(native().objGet(join(bpfRoot, name)), k, v, name);
+    opened.push(m);
+    return m;
+  };
+  try {
+    const maglev = open('sy_maglev', u32Codec, u32Codec);
+    return {
+      bpfRoot,
+      svc4: open('sy_svc4', svc4KeyCodec, svcValCodec),
+      svc6: open('sy_svc6', svc6KeyCodec, svcValCodec),
+      backends: open('sy_backend', u32Codec, backendCodec),
+      maglev,
+      affinity: open('sy_affinity', affinityKeyCodec, affinityValCodec),
+      svcStats: open('sy_svc_stats', u32Codec, svcStatsCodec),
+      drops: open('sy_drops', u32Codec, u64Codec),
+      openMaglevTable: (id) => openMaglevTable(maglev, id),
+      readMaglevTable,
+      openPinned: (name) => openPinnedRaw(bpfRoot, name),
+      close: () => opened.forEach((m) => m.close()),
+    };
+  } catch (e) {
+    opened.forEach((m) => m.close());
+    throw e;
+  }
+}
+
+export interface MapStat {
+  name: string;
+  type: string;
+  keySize: number;
+  valueSize: number;
+  capacity: number;
+  /** Live entries; null for plain arrays, whose every slot always exists. */
+  entries: number | null;
+}
+
+const ALWAYS_FULL = new Set<number>([MapType.ARRAY, MapType.PERCPU_ARRAY]);
+const PERCPU = new Set<number>([MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, 10 /* LRU_PERCPU_HASH */]);
+const OF_MAPS = new Set<number>([MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS]);
+
+/** Every map pinned directly under bpfRoot (links/ excluded), with occupancy vs capacity. */
+export function mapStats(bpfRoot: string): MapStat[] {
+  if (!existsSync(bpfRoot)) return [];
+  const out: MapStat[] = [];
+  for (const name of readdirSync(bpfRoot).sort()) {
+    const pin = join(bpfRoot, name);
+    try {
+      if (statSync(pin).isDirectory()) continue;
+    } catch {
+      continue; // unpinned meanwhile
+    }
+    let fd: number;
+    try {
+      fd = native().objGet(pin);
+    } catch (e) {
+      if (isBpfError(e)) continue;
+      throw e;
+    }
+    try {
+      let info;
+      try {
+        info = native().mapInfo(fd);
+      } catch {
+        continue; // a pinned program or link, not a map
+      }
+      let entries: number | null = null;
+      if (!ALWAYS_FULL.has(info.type)) {
+        const vs = OF_MAPS.has(info.type) ? 4 : PERCPU.has(info.type) ? Math.ceil(info.valueSize / 8) * 8 * native().numPossibleCpus() : info.valueSize;
+        entries = native().mapDump(fd, info.keySize, vs).count;
+      }
+      out.push({ name, type: mapTypeName(info.type), keySize: info.keySize, valueSize: info.valueSize, capacity: info.maxEntries, entries });
+    } finally {
+      native().close(fd);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,281 @@
+/**
+ * The REST API over real, pinned BPF maps (no traffic): what it decodes
+ * matches what was programmed, names survive the agent (pins only),
+ * pagination and filters, the flow route lighting up when a map appears,
+ * drift, and the 400/404/405 answers. Requests go through app.inject().
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
+import type { FastifyInstance } from 'fastify';
+import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
+import { Reconciler } from '../../src/dataplane/reconciler.js';
+import { datapathMaps, openPinnedMaps } from '../../src/dataplane/maps.js';
+import { listServices, resolveNames } from '../../src/dataplane/inspect.js';
+import { PinnedNames } from '../../src/dataplane/names.js';
+import { buildApp } from '../../src/api/server.js';
+import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';
+import { native } from '../../src/bpf/native.js';
+import { MapType } from '../../src/bpf/constants.js';
+import type { Backend, Frontend } from '../../src/model/types.js';
+import { findCgroup2Root } from '../../src/util/sys.js';
+import { TEST_LAB_PREFIX, requireLabCapabilities } from './capabilities.js';
+
+const root = `/sys/fs/bpf/${TEST_LAB_PREFIX}-api-${process.pid}`;
+
+const be = (addr: string, o: Partial<Backend> = {}): Backend => ({
+  addr, family: addr.includes(':') ? 6 : 4, port: 8080, protocol: 'TCP', ready: true, serving: true, terminating: false, local: false, weight: 1, nodeName: 'n2', ...o,
+});
+
+function fe(ns: string, name: string, port: string, addr: string, backends: Backend[], o: Partial<Frontend> = {}): Frontend {
+  return {
+    servicePort: { namespace: ns, name, port, protocol: 'TCP' },
+    type: 'ClusterIP', family: addr.includes(':') ? 6 : 4, addr, port: 80, protocol: 'TCP', scope: 'internal',
+    backends, affinityTimeoutSec: 0, ...o,
+  };
+}
+
+const STATE: Frontend[] = [
+  fe('default', 'web', 'http', '10.96.0.10', [be('10.244.1.10', { nodeName: 'n1', local: true }), be('10.244.2.10'), be('10.244.2.11', { terminating: true, ready: false })]),
+  fe('default', 'web', 'http', '10.0.0.11', [be('10.244.1.10', { nodeName: 'n1', local: true }), be('10.244.2.10'), be('10.244.2.11', { terminating: true, ready: false })], { type: 'NodePort', scope: 'external' }),
+  fe('shop', 'cart', '', 'fd10:96::20', [be('fd10:244:1::a', { nodeName: 'n1' })], { affinityTimeoutSec: 30 }),
+  fe('shop', 'empty', 'grpc', '10.96.0.30', []),
+];
+
+describe('REST API on real maps', () => {
+  let cgroup = '';
+  let dp: SocketLbDatapath;
+  let rec: Reconciler;
+  let names: PinnedNames;
+  let app: FastifyInstance;
+  const get = async (url: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'HEAD' = 'GET') => {
+    const r = await app.inject({ method, url });
+    return { status: r.statusCode, headers: r.headers, body: r.body ? (r.headers['content-type']?.toString().includes('json') ? JSON.parse(r.body) : r.body) : undefined };
+  };
+
+  before(() => {
+    requireLabCapabilities();
+    cgroup = join(findCgroup2Root(), `${TEST_LAB_PREFIX}-api-${process.pid}`);
+    mkdirSync(cgroup, { recursive: true });
+    cleanupDatapath(root);
+    dp = SocketLbDatapath.load({ bpfRoot: root, cgroupPath: cgroup, maxServices: 64, maxBackends: 64 });
+    rec = new Reconciler(dp, { size: 16381, auto: true });
+    assert.deepEqual(rec.apply(STATE).errors, []);
+    names = PinnedNames.openForWrite(root, 64, 64);
+    names.sync({ frontends: rec.frontendMeta(), backends: rec.backendInfo() });
+    const maps = datapathMaps(dp);
+    const nm = () => resolveNames({ reconciler: { frontends: rec.frontendMeta(), backends: rec.backendInfo() }, pinned: names });
+    const registry = new Registry();
+    agentMetrics(registry);
+    datapathMetrics(registry, { maps, names: nm, serviceCap: 2 });
+    app = buildApp({
+      agent: { isReady: () => true, status: () => ({ node: 'n1', ready: true, attached: [], source: { kind: 'test' }, rejected: [] }) },
+      maps, names: nm, registry,
+      drift: () => rec.drift(),
+    });
+  });
+
+  after(async () => {
+    await app?.close();
+    names?.close();
+    dp?.close();
+    cleanupDatapath(root);
+    if (cgroup && existsSync(cgroup)) rmdirSync(cgroup);
+  });
+
+  test('/v1/services decodes every frontend as programmed', async () => {
+    const { status, body } = await get('/v1/services');
+    assert.equal(status, 200);
+    const rows = body.items.map((s: any) => `${s.namespace}/${s.service}:${s.portName} ${s.type} ${s.scope} ${s.address}:${s.port}/${s.protocol} [${s.flags}] aff=${s.affinityTimeoutSec} n=${s.backendCount}`);
+    assert.deepEqual(rows, [
+      'default/web:http ClusterIP internal 10.96.0.10:80/TCP [] aff=0 n=3',
+      'default/web:http NodePort external 10.0.0.11:80/TCP [nodeport] aff=0 n=3',
+      'shop/cart: ClusterIP internal fd10:96::20:80/TCP [affinity] aff=30 n=1',
+      'shop/empty:grpc ClusterIP internal 10.96.0.30:80/TCP [] aff=0 n=0',
+    ]);
+    const web = body.items[0];
+    assert.equal(web.maglevSize, 509, 'auto-sized table for 3 backends');
+    assert.equal(web.backends.reduce((a: number, b: any) => a + b.slots, 0), 509, 'every slot names a backend');
+    assert.deepEqual(
+      web.backends.map((b: any) => `${b.address}:${b.port} ${b.node} ${b.state}${b.local ? ' local' : ''}`),
+      ['10.244.1.10:8080 n1 ready local', '10.244.2.10:8080 n2 ready', '10.244.2.11:8080 n2 terminating'],
+    );
+    assert.deepEqual(body.items[3].backends, [], 'no backend: connections are refused');
+  });
+
+  test('filters and raw bytes', async () => {
+    const shop = (await get('/v1/services?namespace=shop')).body.items;
+    assert.deepEqual(shop.map((s: any) => s.service), ['cart', 'empty']);
+    const web = (await get('/v1/services?service=web&backend=10.244.2.11:8080')).body.items;
+    assert.equal(web.length, 2);
+    assert.equal((await get('/v1/services?backend=10.9.9.9')).body.items.length, 0);
+    const raw = (await get('/v1/services?service=cart&raw=true')).body.items[0].raw;
+    // sy_svc6_key: fd10:96::20, port 80 big-endian, TCP, scope internal.
+    assert.equal(raw.key, 'fd100096000000000000000000000020' + '0050' + '06' + '01');
+    assert.match(raw.value, /^[0-9a-f]{32}$/);
+    const bes = (await get('/v1/backends?namespace=default')).body.items;
+    assert.deepEqual(bes.map((b: any) => `${b.address} ${b.service}:${b.portName} ${b.node} ${b.state} ${b.local}`), [
+      '10.244.1.10 web:http n1 ready true', '10.244.2.10 web:http n2 ready false', '10.244.2.11 web:http n2 terminating false',
+    ]);
+  });
+
+  test('/v1/maglev/{svc}: M, slots per backend, and the full table on request', async () => {
+    const byName = await get(`/v1/maglev/${encodeURIComponent('default/web:http')}`);
+    assert.equal(byName.status, 200);
+    assert.equal(byName.body.items.length, 2, 'ClusterIP and NodePort frontends of default/web:http');
+    const t = byName.body.items[0];
+    assert.equal(t.m, 509);
+    assert.ok(Math.max(...t.backends.map((b: any) => b.slots)) - Math.min(...t.backends.map((b: any) => b.slots)) <= 1, 'Maglev balance');
+    assert.equal(t.table, undefined);
+    const full = (await get(`/v1/maglev/${t.svcId}?full=true`)).body.items[0];
+    assert.equal(full.table.length, 509);
+    for (const b of t.backends) assert.equal(full.table.filter((id: number) => id === b.id).length, b.slots);
+    assert.equal((await get('/v1/maglev/shop%2Fempty')).body.items[0].m, 0);
+  });
+
+  test('names come back from the pins alone, with no reconciler (a restarted agent, the CLI)', () => {
+    const maps = openPinnedMaps(root);
+    const pinned = PinnedNames.openForRead(root)!;
+    try {
+      const rows = listServices(maps, resolveNames({ pinned }));
+      assert.deepEqual(rows.map((s) => `${s.namespace}/${s.service}:${s.portName} ${s.type}`), [
+        'default/web:http ClusterIP', 'default/web:http NodePort', 'shop/cart: ClusterIP', 'shop/empty:grpc ClusterIP',
+      ]);
+      assert.deepEqual(rows[0].backends.map((b) => b.node), ['n1', 'n2', 'n2']);
+      // A second sync with the same state writes nothing.
+      assert.deepEqual(names.sync({ frontends: rec.frontendMeta(), backends: rec.backendInfo() }), { written: 0, deleted: 0, errors: 0 });
+    } finally {
+      pinned.close();
+      maps.close();
+    }
+  });
+
+  test('/v1/affinity pages with limit + continue, filters by service and backend', async () => {
+    const cart = dp.svc6.entries()[0][1].svcId;
+    const cartBackend = dp.backends.entries().find(([, b]) => b.addr === 'fd10:244:1::a')![0];
+    const now = process.hrtime.bigint();
+    for (let i = 1; i <= 25; i++) dp.affinity.update({ client: BigInt(1000 + i), svcId: cart }, { lastUsedNs: now - BigInt(i) * 1_000_000_000n, backendId: cartBackend });
+    const seen: string[] = [];
+    let token: string | null = null;
+    let pages = 0;
+    do {
+      const r: any = await get(`/v1/affinity?limit=10${token ? `&continue=${token}` : ''}`);
+      assert.equal(r.status, 200);
+      assert.ok(r.body.items.length <= 10);
+      seen.push(...r.body.items.map((a: any) => a.client));
+      token = r.body.continue;
+      pages++;
+    } while (token);
+    assert.equal(pages, 3);
+    assert.equal(seen.length, 25);
+    assert.equal(new Set(seen).size, 25, 'no entry twice across pages');
+    const one = (await get('/v1/affinity?service=cart&limit=1&raw=true')).body.items[0];
+    assert.equal(one.namespace, 'shop');
+    assert.equal(one.backend, '[fd10:244:1::a]:8080');
+    assert.ok(one.idleSec >= 1 && one.idleSec < 60, `idle ${one.idleSec}`);
+    assert.equal(one.expired, one.idleSec > 30);
+    assert.match(one.raw.key, /^[0-9a-f]{32}$/);
+    assert.equal((await get('/v1/affinity?service=web')).body.items.length, 0);
+    assert.equal((await get(`/v1/affinity?backend=${cartBackend}`)).body.items.length, 25);
+    assert.equal((await get('/v1/affinity?backend=10.244.1.10')).body.items.length, 0);
+  });
+
+  test('/v1/flows: empty with a note until the per-flow map is pinned, then it lists it', async () => {
+    const none = await get('/v1/flows');
+    assert.equal(none.status, 200);
+    assert.deepEqual(none.body.items, []);
+    assert.match(none.body.note, /sy_ct4 and sy_ct6 are not pinned/);
+    // Pin a map by the name the tc path uses, as that path would.
+    const fd = native().mapCreate(MapType.HASH, 16, 16, 16, 0, 'sy_ct4');
+    try {
+      native().objPin(fd, join(root, 'sy_ct4'));
+      for (let i = 0; i < 3; i++) native().mapUpdate(fd, Buffer.alloc(16, i + 1), Buffer.alloc(16, 0xa0 + i), 0);
+      const r = await get('/v1/flows?raw=true&limit=2');
+      assert.equal(r.status, 200);
+      assert.equal(r.body.items.length, 2);
+      assert.equal(r.body.items[0].map, 'sy_ct4');
+      assert.equal(r.body.items[0].raw.key, '01'.repeat(16));
+      assert.ok(r.body.continue);
+      const rest = await get(`/v1/flows?raw=true&continue=${r.body.continue}`);
+      assert.deepEqual(rest.body.items.map((f: any) => f.raw.key), ['03'.repeat(16)]);
+    } finally {
+      native().close(fd);
+    }
+  });
+
+  test('/v1/drift is empty when in sync, names a deleted backend, and a resync writes it back', async () => {
+    assert.deepEqual((await get('/v1/drift')).body, { inSync: true, items: [] });
+    const victim = dp.backends.entries().find(([, b]) => b.addr === '10.244.2.10')![0];
+    dp.backends.delete(victim);
+    const d = (await get('/v1/drift')).body;
+    assert.equal(d.inSync, false);
+    assert.ok(d.items.some((e: any) => e.map === 'sy_backend' && e.key === String(victim) && e.kind === 'missing'), JSON.stringify(d.items));
+    const r = rec.resync();
+    assert.deepEqual(r.written, { backends: 1, tables: 0, services: 0 }, 'the deleted entry alone is written back');
+    assert.deepEqual((await get('/v1/drift')).body.items, []);
+  });
+
+  test('/v1/status reports links, kernel features and map occupancy vs capacity', async () => {
+    const s = (await get('/v1/status')).body;
+    const svc4 = s.maps.find((m: any) => m.name === 'sy_svc4');
+    assert.deepEqual({ entries: svc4.entries, capacity: svc4.capacity }, { entries: 3, capacity: 64 });
+    assert.equal(s.maps.find((m: any) => m.name === 'sy_svc_stats').entries, null, 'arrays are always full');
+    assert.ok(s.maps.some((m: any) => m.name === 'sy_svc_meta'));
+  });
+
+  test('/metrics exports occupancy, capacity and the service cap', async () => {
+    const m = (await get('/metrics')).body as string;
+    assert.match(m, /switchyard_bpf_map_entries\{map="sy_svc4"\} 3/);
+    assert.match(m, /switchyard_bpf_map_capacity\{map="sy_backend"\} 64/);
+    assert.match(m, /switchyard_service_metrics_capped 1/, 'three Service ports, cap 2');
+    assert.match(m, /switchyard_service_translations_total\{namespace="",service="_other",port="",protocol=""\} 0/);
+    assert.match(m, /switchyard_drops_total\{reason="no_backend"\} 0/);
+    assert.match(m, /process_cpu_seconds_total/);
+  });
+
+  test('405 with Allow for other methods, 404 for unknown paths, 400 for bad parameters', async () => {
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH'] as const) {
+      const r = await get('/v1/services', method);
+      assert.equal(r.status, 405, method);
+      assert.equal(r.headers.allow, 'GET, HEAD');
+    }
+    assert.equal((await get('/v1/maglev/1', 'DELETE')).status, 405);
+    assert.equal((await get('/v1/status', 'HEAD')).status, 200);
+    const nf = await get('/v1/nothing');
+    assert.equal(nf.status, 404);
+    const bad: [string, RegExp][] = [
+      ['/v1/affinity?limit=0', /limit must be >= 1/],
+      ['/v1/affinity?limit=100000', /limit must be <= 5000/],
+      ['/v1/affinity?limit=ten', /limit must be integer/],
+      ['/v1/flows?limt=5', /unknown parameter "limt"/],
+      ['/v1/affinity?continue=bm9wZQ', /continue: not a token/],
+      ['/v1/services?raw=maybe', /raw must be boolean/],
+      ['/v1/services?backend=x;y', /backend must match/],
+      ['/v1/maglev/Not_A_Name', /want a svc id or namespace\/name/],
+      ['/v1/status?x=1', /unknown parameter "x"/],
+    ];
+    for (const [url, msg] of bad) {
+      const r = await get(url);
+      assert.equal(r.status, 400, url);
+      assert.match(r.body.message, msg, url);
+    }
+    const missing = await get('/v1/maglev/nope%2Fnothing');
+    assert.equal(missing.status, 404);
+    assert.match(missing.body.message, /no frontend in the maps for nope\/nothing/);
+  });
+
+  test('/openapi.json documents every route with its schemas', async () => {
+    const doc = (await get('/openapi.json')).body;
+    assert.match(doc.openapi, /^3\./);
+    for (const p of ['/healthz', '/readyz', '/v1/status', '/v1/services', '/v1/backends', '/v1/maglev/{svc}', '/v1/affinity', '/v1/flows', '/v1/drift', '/metrics']) {
+      assert.ok(doc.paths[p]?.get, `${p} documented`);
+      assert.deepEqual(Object.keys(doc.paths[p]).sort(), ['get'], `${p}: only GET is documented`);
+    }
+    const aff = doc.paths['/v1/affinity'].get;
+    assert.deepEqual(aff.parameters.map((x: any) => x.name).sort(), ['backend', 'continue', 'limit', 'namespace', 'raw', 'service']);
+    assert.ok(aff.responses['200'].content['application/json'].schema.properties.items);
+    assert.ok(doc.paths['/v1/maglev/{svc}'].get.parameters.some((x: any) => x.in === 'path' && x.name === 'svc'));
+  });
+});
