@@ -60,11 +60,13 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       scrapeErrors.inc();
     }
   };
-  let statsCache: { at: number; stats: ReturnType<typeof mapStats> } | undefined;
-  const stats = () => {
-    // One walk of the maps serves both gauges of the same scrape.
-    if (!statsCache || Date.now() - statsCache.at > 500) statsCache = { at: Date.now(), stats: mapStats(d.maps.bpfRoot) };
-    return statsCache.stats;
+  // One walk of the maps serves every metric of the same scrape: the first
+  // collector of a group (prom-client calls them in registration order) reads
+  // afresh, the others reuse what it read.
+  let statsCache: ReturnType<typeof mapStats> = [];
+  const stats = (fresh: boolean) => {
+    if (fresh) statsCache = mapStats(d.maps.bpfRoot);
+    return statsCache;
   };
   new Gauge({
     name: 'switchyard_bpf_map_entries',
@@ -74,7 +76,7 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
     collect() {
       guard(() => {
         this.reset();
-        for (const s of stats()) if (s.entries !== null) this.set({ map: s.name }, s.entries);
+        for (const s of stats(true)) if (s.entries !== null) this.set({ map: s.name }, s.entries);
       });
     },
   });
@@ -86,15 +88,15 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
     collect() {
       guard(() => {
         this.reset();
-        for (const s of stats()) this.set({ map: s.name }, s.capacity);
+        for (const s of stats(false)) this.set({ map: s.name }, s.capacity);
       });
     },
   });
 
   const exported = new Set<string>();
-  let countersCache: { at: number; rows: { labels: Record<string, string>; translations: number; refused: number }[]; over: number } | undefined;
-  const counters = () => {
-    if (countersCache && Date.now() - countersCache.at <= 500) return countersCache;
+  let countersCache: { rows: { labels: Record<string, string>; translations: number; refused: number }[]; over: number } = { rows: [], over: 0 };
+  const counters = (fresh: boolean) => {
+    if (!fresh) return countersCache;
     const raw = serviceCounters(d.maps, d.names());
     const live = new Set(raw.map((c) => `${c.namespace}/${c.service}:${c.portName}/${c.protocol}`));
     for (const k of [...exported]) if (!live.has(k)) exported.delete(k);
@@ -112,7 +114,7 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       row.refused += Number(c.refused);
       byLabels.set(key, row);
     }
-    countersCache = { at: Date.now(), rows: [...byLabels.values()], over };
+    countersCache = { rows: [...byLabels.values()], over };
     return countersCache;
   };
   const labelNames = ['namespace', 'service', 'port', 'protocol'];
@@ -124,7 +126,7 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
     collect() {
       guard(() => {
         this.reset();
-        for (const r of counters().rows) this.inc(r.labels, r.translations);
+        for (const r of counters(true).rows) this.inc(r.labels, r.translations);
       });
     },
   });
@@ -136,7 +138,7 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
     collect() {
       guard(() => {
         this.reset();
-        for (const r of counters().rows) this.inc(r.labels, r.refused);
+        for (const r of counters(false).rows) this.inc(r.labels, r.refused);
       });
     },
   });
@@ -145,7 +147,7 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
     help: 'Service ports whose counters are summed under service="_other" because of --metrics-service-cap.',
     registers: [registry],
     collect() {
-      guard(() => this.set(counters().over));
+      guard(() => this.set(counters(false).over));
     },
   });
   new Counter({

@@ -172,6 +172,16 @@ describe('socket LB in the lab', () => {
     assert.deepEqual(status.lastSync.written, { backends: 0, tables: 0, services: 0 }, 'the restarted agent found the maps already right');
     assert.deepEqual(status.lastSync.deleted, { backends: 0, tables: 0, services: 0 });
     assert.ok(status.attached.every((l: { how: string }) => l.how === 'updated'), 'pinned links were updated in place');
+    // The same seen from the outside: no map write of any kind (service, table, backend, names) since
+    // the restart, and the maps hold exactly the desired state.
+    const metrics = await (await fetch(`http://127.0.0.1:${PORTS.n1}/metrics`)).text();
+    const writes = metrics.split('\n').filter((l) => l.startsWith('switchyard_map_writes_total{'));
+    assert.deepEqual(writes.map((l) => l.replace(/\{kind="(\w+)"\}/, ' $1')).sort(), [
+      'switchyard_map_writes_total backend 0', 'switchyard_map_writes_total maglev_table 0',
+      'switchyard_map_writes_total name 0', 'switchyard_map_writes_total service 0',
+    ]);
+    const drift = (await (await fetch(`http://127.0.0.1:${PORTS.n1}/v1/drift`)).json()) as { items: unknown[] };
+    assert.deepEqual(drift.items, []);
   });
 
   test('switchyard cleanup detaches the hooks and removes the pins', async () => {
