@@ -52,6 +52,10 @@ export interface AgentStatus {
   resync?: ResyncStatus;
 }
 
+function rejectionKey(r: Rejection): string {
+  return `${r.kind}|${r.namespace}|${r.name}|${r.reason}`;
+}
+
 export function nodeInfoFrom(name: string, node: V1Node | undefined): NodeInfo {
   const labels = node?.metadata?.labels ?? {};
   return {
@@ -204,10 +208,17 @@ export class Agent {
         this.modelCache,
       );
       const rejected = [...s.rejected, ...desired.rejected];
+      // Each rejection is logged and counted once, when it appears, not on every sync;
+      // the gauge says how many stand now. Only names and the reason: never the object.
+      const known = new Set(this.rejected.map(rejectionKey));
+      const now: Record<string, number> = { Service: 0, EndpointSlice: 0, Node: 0 };
       for (const r of rejected) {
+        now[r.kind] = (now[r.kind] ?? 0) + 1;
+        if (known.has(rejectionKey(r))) continue;
         logger.warn({ kind: r.kind, namespace: r.namespace, name: r.name, reason: r.reason }, 'object rejected');
         metrics.rejected.inc({ kind: r.kind });
       }
+      for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
       const res = this.d.reconciler.apply(desired.frontends);
       this.synced = true;
