@@ -4,6 +4,7 @@
 #   dist/bench/model.js      model cost per snapshot, full vs cached with one slice changed
 #   dist/bench/reconcile.js  reconciler against a real, unattached datapath (root; BPF)
 #   dist/bench/connect.js    connect() overhead of the socket LB in the lab (root; netns, cgroups, BPF)
+#   dist/bench/inspect.js    API, metrics scrape, names and drift at 10,000 Services (root; BPF)
 # They print figures against their goals and against baselines measured in the
 # same run; they assert nothing. Each cleans up after itself, also on Ctrl-C.
 set -euo pipefail
@@ -20,3 +21,5 @@ echo
 node dist/bench/reconcile.js
 echo
 node dist/bench/connect.js
+echo
+node dist/bench/inspect.js

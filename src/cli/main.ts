@@ -135,7 +135,7 @@ async function runAgent(o: Opts): Promise<number> {
     names, resyncIntervalMs: resyncSec * 1000,
   });
   const maps = datapathMaps(datapath);
-  const currentNames = () => resolveNames({ reconciler: { frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }, pinned: names });
+  const currentNames = () => resolveNames({ reconciler: () => ({ frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }), pinned: names });
   datapathMetrics(registry, { maps, names: currentNames, serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000) });
   const features = probeFeatures();
   const app = buildApp({ agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version });

@@ -23,28 +23,50 @@ export interface Names {
 
 /**
  * Names for ids: the running reconciler's first (it is the freshest), then
- * what the agent last pinned. Either may be absent.
+ * what the agent last pinned. Either may be absent. Everything is read on
+ * first use only, so a request that needs Service names alone never reads
+ * the backend names.
  */
-export function resolveNames(o: { reconciler?: ReconcilerNames; pinned?: PinnedNames }): Names {
-  const svc = new Map<number, SvcName>();
-  const byKey = new Map<string, SvcName>();
-  const be = new Map<number, { service?: SvcName; node?: string }>();
-  if (o.pinned) {
-    for (const [id, n] of o.pinned.svcNames()) svc.set(id, n);
-    for (const [id, b] of o.pinned.backendNames()) be.set(id, { service: svc.get(b.svcId), node: b.node || undefined });
-  }
-  if (o.reconciler) {
-    for (const f of o.reconciler.frontends.values()) {
-      if (!f.servicePort.name) continue;
-      const n: SvcName = { ...f.servicePort, type: f.type };
-      svc.set(f.svcId, n);
-      if (!byKey.has(servicePortKey(n))) byKey.set(servicePortKey(n), n);
+export function resolveNames(o: { reconciler?: ReconcilerNames | (() => ReconcilerNames); pinned?: PinnedNames }): Names {
+  let rec: ReconcilerNames | undefined;
+  const reconciler = () => (rec ??= typeof o.reconciler === 'function' ? o.reconciler() : o.reconciler);
+  let pinnedSvc: Map<number, SvcName> | undefined;
+  let pinnedBe: Map<number, { svcId: number; node: string }> | undefined;
+  let byKey: Map<string, SvcName> | undefined;
+  const svcCache = new Map<number, SvcName | undefined>();
+  const svc = (id: number): SvcName | undefined => {
+    if (svcCache.has(id)) return svcCache.get(id);
+    const f = reconciler()?.frontends.get(id);
+    let n: SvcName | undefined = f && f.servicePort.name ? { ...f.servicePort, type: f.type } : undefined;
+    if (!n && o.pinned) n = (pinnedSvc ??= o.pinned.svcNames()).get(id);
+    svcCache.set(id, n);
+    return n;
+  };
+  const serviceByKey = () => {
+    if (!byKey) {
+      byKey = new Map();
+      for (const f of reconciler()?.frontends.values() ?? []) {
+        if (!f.servicePort.name) continue;
+        const k = servicePortKey(f.servicePort);
+        if (!byKey.has(k)) byKey.set(k, { ...f.servicePort, type: f.type });
+      }
     }
-    for (const [id, b] of o.reconciler.backends) {
-      be.set(id, { service: byKey.get(b.servicePort) ?? be.get(id)?.service, node: b.nodeName || be.get(id)?.node });
+    return byKey;
+  };
+  const backend = (id: number): { service?: SvcName; node?: string } | undefined => {
+    const b = reconciler()?.backends.get(id);
+    let service = b ? serviceByKey().get(b.servicePort) : undefined;
+    let node = b?.nodeName || undefined;
+    if ((!service || !node) && o.pinned) {
+      const p = (pinnedBe ??= o.pinned.backendNames()).get(id);
+      if (p) {
+        service ??= svc(p.svcId);
+        node ??= p.node || undefined;
+      }
     }
-  }
-  return { svc: (id) => svc.get(id), backend: (id) => be.get(id) };
+    return b || service || node ? { service, node } : undefined;
+  };
+  return { svc, backend };
 }
 
 // ---------------------------------------------------------------- filters
@@ -136,6 +158,25 @@ export function tableOf(maps: InspectMaps, svcId: number): { m: number; ids: Uin
   }
 }
 
+/** Slots per backend id; a table names few distinct ids, in runs of repeats. */
+function countSlots(ids: Uint32Array): Map<number, number> {
+  const slots = new Map<number, number>();
+  let last = -1;
+  let n = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    if (id === last) {
+      n++;
+      continue;
+    }
+    if (n) slots.set(last, (slots.get(last) ?? 0) + n);
+    last = id;
+    n = 1;
+  }
+  if (n) slots.set(last, (slots.get(last) ?? 0) + n);
+  return slots;
+}
+
 export interface ServiceQuery extends Filter {
   raw?: boolean;
 }
@@ -152,8 +193,7 @@ export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = 
       const n = names.svc(v.svcId);
       if (!matchService(n, q)) continue;
       const { m, ids } = tableOf(maps, v.svcId);
-      const slots = new Map<number, number>();
-      for (const id of ids) slots.set(id, (slots.get(id) ?? 0) + 1);
+      const slots = countSlots(ids);
       const refs: ServiceBackendRef[] = [...slots]
         .map(([id, count]) => {
           const b = backends.get(id);
@@ -194,16 +234,16 @@ export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = 
       });
     }
   }
+  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
   return out.sort(
     (a, b) =>
-      (a.namespace ?? '~').localeCompare(b.namespace ?? '~') ||
-      (a.service ?? '~').localeCompare(b.service ?? '~') ||
-      (a.portName ?? '').localeCompare(b.portName ?? '') ||
+      cmp(a.namespace ?? '~', b.namespace ?? '~') ||
+      cmp(a.service ?? '~', b.service ?? '~') ||
+      cmp(a.portName ?? '', b.portName ?? '') ||
       (a.scope === b.scope ? 0 : a.scope === 'internal' ? -1 : 1) ||
       a.family - b.family ||
-      a.address.localeCompare(b.address) ||
-      a.port - b.port ||
-      a.scope.localeCompare(b.scope),
+      cmp(a.address, b.address) ||
+      a.port - b.port,
   );
 }
 
@@ -296,8 +336,7 @@ export function maglevOf(maps: InspectMaps, names: Names, ref: NonNullable<Retur
       }
       const k = codec.decode(key);
       const { m, ids } = tableOf(maps, v.svcId);
-      const slots = new Map<number, number>();
-      for (const id of ids) slots.set(id, (slots.get(id) ?? 0) + 1);
+      const slots = countSlots(ids);
       out.push({
         svcId: v.svcId,
         namespace: n?.namespace ?? null,

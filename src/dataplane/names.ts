@@ -121,15 +121,18 @@ export interface ReconcilerNames {
 }
 
 export class PinnedNames {
-  private readonly svcCache = new Map<number, string>();
-  private readonly beCache = new Map<number, string>();
+  /** What each map holds: the value last written (or read back) and its signature. */
+  private readonly svcCache = new Map<number, { v: SvcName; sig: string }>();
+  private readonly beCache = new Map<number, { v: BackendName; sig: string }>();
+  private readonly svcSeen = new Map<number, { sp: ServicePortName; type: FrontendType; name: SvcName }>();
+  private readonly beSeen = new Map<number, { meta: object; name: BackendName }>();
 
   private constructor(
     readonly svc: BpfMap<number, SvcName>,
     readonly be: BpfMap<number, BackendName>,
   ) {
-    for (const [id, v] of svc.entries()) this.svcCache.set(id, svcSig(v));
-    for (const [id, v] of be.entries()) this.beCache.set(id, beSig(v));
+    for (const [id, v] of svc.entries()) this.svcCache.set(id, { v, sig: svcSig(v) });
+    for (const [id, v] of be.entries()) this.beCache.set(id, { v, sig: beSig(v) });
   }
 
   /** The agent's side: opens or creates both maps under bpfRoot. */
@@ -155,55 +158,93 @@ export class PinnedNames {
   /**
    * Makes the maps hold exactly the reconciler's current names. Returns the
    * number of entries written and deleted. Never throws for one entry: a
-   * failed write leaves that name unknown until the next sync.
+   * failed write leaves that name unknown until the next sync. Metadata
+   * objects the reconciler kept from the last sync (it keeps those of
+   * unchanged frontends) are skipped by identity, so a sync that changed
+   * little costs little here too.
    */
   sync(r: ReconcilerNames): { written: number; deleted: number; errors: number } {
-    let written = 0;
-    let deleted = 0;
-    let errors = 0;
+    const out = { written: 0, deleted: 0, errors: 0 };
     const svcOf = new Map<string, number>();
-    const wantSvc = new Map<number, SvcName>();
+    const svcWanted: [number, SvcName][] = [];
     for (const f of r.frontends.values()) {
       if (!f.servicePort.name) continue; // adopted entry nobody wants: removed by the same sync
-      const sp = f.servicePort;
-      wantSvc.set(f.svcId, { namespace: clip(sp.namespace, 63), name: clip(sp.name, 63), port: clip(sp.port, 15), protocol: sp.protocol, type: f.type });
       const k = servicePortKey(f.servicePort);
       const prev = svcOf.get(k);
       if (prev === undefined || f.svcId < prev) svcOf.set(k, f.svcId);
+      const seen = this.svcSeen.get(f.svcId);
+      if (seen && seen.sp === f.servicePort && seen.type === f.type) {
+        svcWanted.push([f.svcId, seen.name]);
+        continue;
+      }
+      const sp = f.servicePort;
+      const name: SvcName = { namespace: clip(sp.namespace, 63), name: clip(sp.name, 63), port: clip(sp.port, 15), protocol: sp.protocol, type: f.type };
+      this.svcSeen.set(f.svcId, { sp, type: f.type, name });
+      svcWanted.push([f.svcId, name]);
     }
-    const write = <V>(map: BpfMap<number, V>, cache: Map<number, string>, want: Map<number, V>, sig: (v: V) => string) => {
-      const batch: [number, V][] = [];
-      for (const [id, v] of want) if (cache.get(id) !== sig(v)) batch.push([id, v]);
-      try {
-        map.updateMany(batch);
-        for (const [id, v] of batch) cache.set(id, sig(v));
-        written += batch.length;
-      } catch {
-        for (const [id, v] of batch) {
-          try {
-            map.update(id, v);
-            cache.set(id, sig(v));
-            written++;
-          } catch {
-            errors++;
-          }
-        }
-      }
-      for (const id of [...cache.keys()]) {
-        if (want.has(id)) continue;
-        map.delete(id);
-        cache.delete(id);
-        deleted++;
-      }
-    };
-    write(this.svc, this.svcCache, wantSvc, svcSig);
-    const wantBe = new Map<number, BackendName>();
+    this.write(this.svc, this.svcCache, svcWanted, svcSig, this.svcSeen, out);
+    const beWanted: [number, BackendName][] = [];
     for (const [id, b] of r.backends) {
       const svcId = svcOf.get(b.servicePort);
-      if (svcId !== undefined) wantBe.set(id, { svcId, node: clip(b.nodeName ?? '', 59) });
+      if (svcId === undefined) continue;
+      const seen = this.beSeen.get(id);
+      if (seen && seen.meta === b && seen.name.svcId === svcId) {
+        beWanted.push([id, seen.name]);
+        continue;
+      }
+      const name = { svcId, node: clip(b.nodeName ?? '', 59) };
+      this.beSeen.set(id, { meta: b, name });
+      beWanted.push([id, name]);
     }
-    write(this.be, this.beCache, wantBe, beSig);
-    return { written, deleted, errors };
+    this.write(this.be, this.beCache, beWanted, beSig, this.beSeen, out);
+    return out;
+  }
+
+  /** Writes what differs from the cache, then deletes what is no longer wanted (looked for only when something can be). */
+  private write<V>(
+    map: BpfMap<number, V>,
+    cache: Map<number, { v: V; sig: string }>,
+    wanted: [number, V][],
+    sig: (v: V) => string,
+    seen: Map<number, unknown>,
+    out: { written: number; deleted: number; errors: number },
+  ): void {
+    const batch: [number, V][] = [];
+    for (const [id, v] of wanted) {
+      const c = cache.get(id);
+      if (c && c.v === v) continue; // the very value written last time
+      if (c && c.sig === sig(v)) {
+        c.v = v;
+        continue;
+      }
+      batch.push([id, v]);
+    }
+    try {
+      map.updateMany(batch);
+      for (const [id, v] of batch) cache.set(id, { v, sig: sig(v) });
+      out.written += batch.length;
+    } catch {
+      for (const [id, v] of batch) {
+        try {
+          map.update(id, v);
+          cache.set(id, { v, sig: sig(v) });
+          out.written++;
+        } catch {
+          out.errors++;
+        }
+      }
+    }
+    // Every wanted id is now cached (or failed, which makes the sizes differ):
+    // equal sizes mean nothing else is cached.
+    if (cache.size === wanted.length && batch.length === 0) return;
+    const keep = new Set(wanted.map(([id]) => id));
+    for (const id of [...cache.keys()]) {
+      if (keep.has(id)) continue;
+      map.delete(id);
+      cache.delete(id);
+      seen.delete(id);
+      out.deleted++;
+    }
   }
 
   svcNames(): Map<number, SvcName> {
