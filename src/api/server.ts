@@ -28,6 +28,8 @@ export interface ApiDeps {
   registry: Registry;
   features?: KernelFeatures;
   version?: string;
+  /** Directory of the compiled BPF objects whose BTF describes the per-flow maps (default: this package's bpf/). */
+  btfDir?: string;
 }
 
 const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
@@ -144,7 +146,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     get<PageQuery>(
       '/v1/flows',
       { summary: 'Per-flow state of the tc path (sy_ct4/sy_ct6), paginated; empty with a note when not loaded', querystring: S.pageQuery, response: { 200: S.flowsResponse, ...errors } },
-      (req) => listFlows(deps.maps, deps.names(), req.query),
+      (req) => listFlows(deps.maps, deps.names(), req.query, deps.btfDir),
     );
 
     get('/v1/drift', {

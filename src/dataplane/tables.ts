@@ -227,13 +227,14 @@ function decodeStruct(s: BtfStruct | undefined, buf: Buffer, into: Record<string
   }
 }
 
-export function listFlows(maps: InspectMaps, names: Names, q: PageQuery = {}): Page<FlowEntry> {
+/** btfDir: where the compiled objects are (bpf/ of this package unless told). */
+export function listFlows(maps: InspectMaps, names: Names, q: PageQuery = {}, btfDir?: string): Page<FlowEntry> {
   return readPage<FlowEntry>(maps, names, {
     maps: FLOW_MAPS,
     absentNote: `no per-flow state: ${FLOW_MAPS.join(' and ')} are not pinned under ${maps.bpfRoot} (the tc path is not loaded)`,
     prepare(present) {
       const wanted = present.flatMap((m) => [`${m}_key`, `${m}_val`, `${m}_value`]);
-      const btf = btfLayouts(wanted);
+      const btf = btfLayouts(wanted, btfDir);
       const missing = present.filter((m) => !btf[`${m}_key`] || !(btf[`${m}_val`] ?? btf[`${m}_value`]));
       return {
         note: missing.length ? `no BTF layout (struct <map>_key / <map>_val) for ${missing.join(', ')}: fields left empty, use raw=true` : undefined,
