@@ -28,7 +28,7 @@ import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, MAGLEV_SIZE_SLOT, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
-  SVC_F_NODEPORT, affinityKeyCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcValCodec,
+  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcValCodec,
   type BackendVal, type SvcVal,
 } from './layout.js';
 
@@ -226,6 +226,12 @@ export class Reconciler {
       this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, hex: value.toString('hex') });
       this.unrefCandidates.add(id);
       if (id >= this.nextBackendId) this.nextBackendId = id + 1;
+    }
+    // Backend ids are unique within an agent's life, but the next id after a
+    // restart is the highest live one + 1, so an id deleted last may come back.
+    // Affinity entries naming an id that is not live go now, before any reuse.
+    for (const { key, value } of this.dp.affinity.dumpRaw()) {
+      if (!this.beById.has(affinityValCodec.decode(value).backendId)) this.dp.affinity.deleteRaw(key);
     }
     const scan = (map: BpfMap<any, SvcVal>, family: 4 | 6) => {
       for (const { key, value } of map.dumpRaw()) {

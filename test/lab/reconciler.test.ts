@@ -229,4 +229,18 @@ describe('reconciler on real maps', () => {
     const r3 = rec.apply([a, fe('b', '10.96.0.11', [be('10.244.1.20', 8080, { terminating: true, ready: false })], { affinityTimeoutSec: 30 })]);
     assert.deepEqual(r3.written, { backends: 1, tables: 0, services: 0 });
   });
+
+  test('a restart drops affinity entries that name a backend id no longer live (ids may then be reused)', () => {
+    const dp1 = load();
+    new Reconciler(dp1).apply([fe('s', '10.96.0.30', [be('10.244.1.10')], { affinityTimeoutSec: 60 })]);
+    const [[, v]] = dp1.svc4.entries();
+    const [[liveId]] = dp1.backends.entries();
+    dp1.affinity.update({ client: 1n, svcId: v.svcId }, { lastUsedNs: 1n, backendId: liveId });
+    dp1.affinity.update({ client: 2n, svcId: v.svcId }, { lastUsedNs: 1n, backendId: liveId + 1 }); // a deleted backend
+    dp1.close();
+    open.length = 0;
+    const dp2 = load();
+    new Reconciler(dp2).apply([fe('s', '10.96.0.30', [be('10.244.1.10')], { affinityTimeoutSec: 60 })]);
+    assert.deepEqual(dp2.affinity.entries().map(([k, val]) => [k.client, val.backendId]), [[1n, liveId]]);
+  });
 });
