@@ -130,4 +130,126 @@ struct sy_svc_stats {
 	__u64 refused;      /* refused with ECONNREFUSED (no backend) */
 };
 
+/* ------------------------------------------------------------------ tc path */
+
+/* sy_ext4 / sy_ext6 value flags: what the tc path needs beyond sy_svc_val. */
+#define SY_EXT_F_LOCAL      (1 << 0) /* externalTrafficPolicy: Local (no backend → drop) */
+#define SY_EXT_F_SRC_RANGES (1 << 1) /* loadBalancerSourceRanges: consult sy_src_range4/6 */
+
+/* Value of sy_ext4 / sy_ext6 (key: the frontend's sy_svc4_key / sy_svc6_key, scope external). 8 bytes. */
+struct sy_ext_val {
+	__u16 flags; /* SY_EXT_F_* */
+	__u16 pad;
+	__u32 pad2;
+};
+
+/*
+ * sy_src_range4: LPM trie over {frontend, source prefix}. The frontend part is
+ * always matched in full (prefixlen = 64 + source prefix length), so one trie
+ * serves every Service. 16 bytes.
+ */
+struct sy_src_range4_key {
+	__u32 prefixlen; /* 64 + source prefix length */
+	__be32 fe_addr;  /* frontend (LoadBalancer ingress IP) */
+	__be16 fe_port;
+	__u8 proto;
+	__u8 pad;
+	__be32 src;      /* source prefix */
+};
+
+/* IPv6 twin: prefixlen = 160 + source prefix length. 40 bytes. */
+struct sy_src_range6_key {
+	__u32 prefixlen;
+	__u32 fe_addr[4];
+	__be16 fe_port;
+	__u8 proto;
+	__u8 pad;
+	__u32 src[4];
+};
+
+/*
+ * Per-flow state of the tc path (sy_ct4 / sy_ct6, LRU). Every translated flow
+ * has two entries:
+ *   SY_CT_FWD  {client → frontend}  as seen on ingress → backend, state, timers
+ *   SY_CT_REV  {backend → client}   as seen on egress  → the frontend to restore
+ * The forward entry is authoritative for the flow's state; the reverse one
+ * only says how to translate a reply back (and leads to the forward entry).
+ */
+#define SY_CT_FWD 0
+#define SY_CT_REV 1
+
+/* sy_ct_val.flags */
+#define SY_CT_F_MASQ    (1 << 0) /* backend on another node: the masquerade mark is set */
+#define SY_CT_F_REPLIED (1 << 1) /* a reply was seen (TCP: past the handshake) */
+#define SY_CT_F_FIN_FWD (1 << 2) /* FIN from the client */
+#define SY_CT_F_FIN_REV (1 << 3) /* FIN from the backend */
+#define SY_CT_F_RST     (1 << 4) /* RST either way */
+#define SY_CT_F_LOCAL   (1 << 5) /* externalTrafficPolicy: Local */
+
+/* 16 bytes. */
+struct sy_ct4_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir; /* SY_CT_FWD / SY_CT_REV */
+	__u16 pad;
+};
+
+/* 24 bytes. */
+struct sy_ct4_val {
+	__be32 addr;        /* FWD: backend address; REV: frontend address */
+	__be16 port;        /* FWD: backend port; REV: frontend port */
+	__u16 flags;        /* SY_CT_F_* */
+	__u32 svc_id;
+	__u32 backend_id;
+	__u64 last_seen_ns; /* bpf_ktime_get_ns() of the last packet */
+};
+
+/* 40 bytes. */
+struct sy_ct6_key {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir;
+	__u16 pad;
+};
+
+/* 40 bytes. */
+struct sy_ct6_val {
+	__u32 addr[4];
+	__be16 port;
+	__u16 flags;
+	__u32 svc_id;
+	__u32 backend_id;
+	__u32 pad;
+	__u64 last_seen_ns;
+};
+
+/* Counters of the tc path: index into sy_tc_stats. */
+enum sy_tc_counter {
+	SY_TC_NEW_FLOW = 0,         /* a flow got a backend */
+	SY_TC_XLATE_FWD = 1,        /* packets translated client → backend */
+	SY_TC_XLATE_REV = 2,        /* replies translated backend → client */
+	SY_TC_ICMP_FWD = 3,         /* ICMP errors towards a backend translated */
+	SY_TC_ICMP_REV = 4,         /* ICMP errors towards a client translated */
+	SY_TC_PASS_NON_IP = 5,      /* not IPv4/IPv6 (ARP, VLAN tag in the frame, …) */
+	SY_TC_PASS_TRUNCATED = 6,   /* headers shorter than they claim */
+	SY_TC_PASS_FRAGMENT = 7,    /* IPv4/IPv6 fragments: no ports to look at */
+	SY_TC_PASS_IPV6_EXT = 8,    /* IPv6 extension headers not walked (routing, AH, ESP, too many) */
+	SY_TC_PASS_OTHER_L4 = 9,    /* neither TCP, UDP nor an ICMP error */
+	SY_TC_IP_OPTIONS = 10,      /* IPv4 with options: handled, counted for the record */
+	SY_TC_DROP_NO_BACKEND = 11, /* Cluster policy, no endpoint at all */
+	SY_TC_DROP_NO_LOCAL = 12,   /* Local policy, no endpoint on this node */
+	SY_TC_DROP_SRC_RANGE = 13,  /* source outside loadBalancerSourceRanges */
+	SY_TC_DROP_NO_TABLE = 14,   /* service entry without table / backend (transient) */
+	SY_TC_DROP_FAMILY = 15,     /* backend of the other address family */
+	SY_TC_CT_FULL = 16,         /* flow state could not be stored (translated anyway) */
+	SY_TC_PASS_MALFORMED = 17,  /* header fields that make no sense (IHL < 5, TCP doff < 5) */
+	SY_TC__MAX = 24,
+};
+
 #endif /* SY_COMMON_H */

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <net/if.h>
 #include <mutex>
 #include <set>
 #include <string>
@@ -318,7 +319,75 @@ Napi::Value LinkInfo(const Napi::CallbackInfo &info) {
     o.Set("cgroupId", Napi::BigInt::New(env, static_cast<uint64_t>(li.cgroup.cgroup_id)));
     o.Set("attachType", li.cgroup.attach_type);
   }
+  // BPF_LINK_TYPE_TCX (11) is newer than these headers: its union member is
+  // { __u32 ifindex; __u32 attach_type; } at the start of the union.
+  if (li.type == 11) {
+    uint32_t tcx[2];
+    memcpy(tcx, &li.cgroup, sizeof(tcx));
+    o.Set("ifindex", tcx[0]);
+    o.Set("attachType", tcx[1]);
+  }
   return o;
+}
+
+// linkCreateTcx(progFd, ifindex, attachType) -> link fd. attachType is
+// BPF_TCX_INGRESS (46) or BPF_TCX_EGRESS (47); the ifindex is resolved in the
+// caller's network namespace. libbpf 1.1 has no bpf_program__attach_tcx, but
+// its bpf_link_create passes the target (an ifindex here) through unchanged.
+Napi::Value LinkCreateTcx(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int fd = bpf_link_create(FdArg(info, 0), static_cast<int>(U32Arg(info, 1)),
+                           static_cast<enum bpf_attach_type>(U32Arg(info, 2)), nullptr);
+  if (fd < 0) ThrowErrno(env, errno, "bpf_link_create(tcx, ifindex " + std::to_string(U32Arg(info, 1)) + ")");
+  return Napi::Number::New(env, TrackFd(env, fd));
+}
+
+// ifIndex(name) -> ifindex in the caller's network namespace
+Napi::Value IfIndex(const Napi::CallbackInfo &info) {
+  std::string name = StrArg(info, 0);
+  unsigned idx = if_nametoindex(name.c_str());
+  if (idx == 0) ThrowErrno(info.Env(), errno, "if_nametoindex(" + name + ")");
+  return Napi::Number::New(info.Env(), idx);
+}
+
+// clsact fallback for kernels without TCX.
+// tcAttach(ifindex, egress, progFd, handle, priority): creates the clsact
+// qdisc if needed and attaches (or replaces) the direct-action filter.
+Napi::Value TcAttach(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = static_cast<int>(U32Arg(info, 0)),
+              .attach_point = info[1].As<Napi::Boolean>().Value() ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+  int err = bpf_tc_hook_create(&hook);
+  if (err && err != -EEXIST) ThrowErrno(env, err, "bpf_tc_hook_create");
+  LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = FdArg(info, 2), .flags = BPF_TC_F_REPLACE,
+              .handle = U32Arg(info, 3), .priority = U32Arg(info, 4));
+  err = bpf_tc_attach(&hook, &opts);
+  if (err) ThrowErrno(env, err, "bpf_tc_attach");
+  return Napi::Number::New(env, opts.prog_id);
+}
+
+// tcDetach(ifindex, egress, handle, priority) -> true if a filter was removed
+Napi::Value TcDetach(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = static_cast<int>(U32Arg(info, 0)),
+              .attach_point = info[1].As<Napi::Boolean>().Value() ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = U32Arg(info, 2), .priority = U32Arg(info, 3));
+  int err = bpf_tc_detach(&hook, &opts);
+  if (err == -ENOENT || err == -EINVAL) return Napi::Boolean::New(env, false);
+  if (err) ThrowErrno(env, err, "bpf_tc_detach");
+  return Napi::Boolean::New(env, true);
+}
+
+// tcQuery(ifindex, egress, handle, priority) -> prog id or null
+Napi::Value TcQuery(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = static_cast<int>(U32Arg(info, 0)),
+              .attach_point = info[1].As<Napi::Boolean>().Value() ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = U32Arg(info, 2), .priority = U32Arg(info, 3));
+  int err = bpf_tc_query(&hook, &opts);
+  if (err == -ENOENT || err == -EINVAL) return env.Null();
+  if (err) ThrowErrno(env, err, "bpf_tc_query");
+  return Napi::Number::New(env, opts.prog_id);
 }
 
 Napi::Value ProgInfo(const Napi::CallbackInfo &info) {
@@ -539,7 +608,8 @@ Napi::Value MapDeleteBatch(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, n);
 }
 
-// progTestRun(fd, data, repeat, dataOutSize) -> { retval, data, durationNs }
+// progTestRun(fd, data, repeat, dataOutSize, ctxIn?) -> { retval, data, durationNs, ctx? }
+// ctxIn (e.g. a struct __sk_buff) goes in as ctx_in and comes back as ctx_out.
 Napi::Value ProgTestRun(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   auto in = BufArg(info, 1);
@@ -547,11 +617,22 @@ Napi::Value ProgTestRun(const Napi::CallbackInfo &info) {
   LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.Data(), .data_out = out.data(),
               .data_size_in = static_cast<uint32_t>(in.Length()), .data_size_out = static_cast<uint32_t>(out.size()),
               .repeat = static_cast<int>(U32Arg(info, 2)));
+  std::vector<uint8_t> ctx_in, ctx_out;
+  if (info.Length() > 4 && info[4].IsBuffer()) {
+    auto c = BufArg(info, 4);
+    ctx_in.assign(c.Data(), c.Data() + c.Length());
+    ctx_out.resize(c.Length());
+    opts.ctx_in = ctx_in.data();
+    opts.ctx_size_in = static_cast<uint32_t>(ctx_in.size());
+    opts.ctx_out = ctx_out.data();
+    opts.ctx_size_out = static_cast<uint32_t>(ctx_out.size());
+  }
   if (bpf_prog_test_run_opts(FdArg(info, 0), &opts)) ThrowErrno(env, errno, "bpf_prog_test_run");
   Napi::Object o = Napi::Object::New(env);
   o.Set("retval", opts.retval);
   o.Set("data", Napi::Buffer<uint8_t>::Copy(env, out.data(), opts.data_size_out));
   o.Set("durationNs", opts.duration);
+  if (!ctx_out.empty()) o.Set("ctx", Napi::Buffer<uint8_t>::Copy(env, ctx_out.data(), opts.ctx_size_out));
   return o;
 }
 
@@ -604,6 +685,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("objPin", Napi::Function::New(env, ObjPin));
   exports.Set("objGet", Napi::Function::New(env, ObjGet));
   exports.Set("linkCreateCgroup", Napi::Function::New(env, LinkCreateCgroup));
+  exports.Set("linkCreateTcx", Napi::Function::New(env, LinkCreateTcx));
+  exports.Set("ifIndex", Napi::Function::New(env, IfIndex));
+  exports.Set("tcAttach", Napi::Function::New(env, TcAttach));
+  exports.Set("tcDetach", Napi::Function::New(env, TcDetach));
+  exports.Set("tcQuery", Napi::Function::New(env, TcQuery));
   exports.Set("linkUpdate", Napi::Function::New(env, LinkUpdate));
   exports.Set("linkDetach", Napi::Function::New(env, LinkDetach));
   exports.Set("linkInfo", Napi::Function::New(env, LinkInfo));

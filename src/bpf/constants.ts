@@ -28,7 +28,11 @@ export const AttachType = {
   CGROUP_UDP6_RECVMSG: 20,
   CGROUP_INET4_GETPEERNAME: 29,
   CGROUP_INET6_GETPEERNAME: 30,
+  TCX_INGRESS: 46,
+  TCX_EGRESS: 47,
 } as const;
+
+export const LinkType = { CGROUP: 3, TCX: 11 } as const;
 
 export function attachTypeName(t: number): string {
   for (const [k, v] of Object.entries(AttachType)) if (v === t) return k.toLowerCase();

@@ -51,6 +51,8 @@ export interface LinkInfo {
   type: number;
   cgroupId?: bigint;
   attachType?: number;
+  /** TCX links: the device. */
+  ifindex?: number;
 }
 
 export interface BtfStruct {
@@ -64,6 +66,11 @@ export interface NativeAddon {
   objPin(fd: number, path: string): void;
   objGet(path: string): number;
   linkCreateCgroup(progFd: number, cgroupPath: string, attachType: number): number;
+  linkCreateTcx(progFd: number, ifindex: number, attachType: number): number;
+  ifIndex(name: string): number;
+  tcAttach(ifindex: number, egress: boolean, progFd: number, handle: number, priority: number): number;
+  tcDetach(ifindex: number, egress: boolean, handle: number, priority: number): boolean;
+  tcQuery(ifindex: number, egress: boolean, handle: number, priority: number): number | null;
   linkUpdate(linkFd: number, progFd: number): void;
   linkDetach(linkFd: number): void;
   linkInfo(fd: number): LinkInfo;
@@ -80,7 +87,7 @@ export interface NativeAddon {
   /** Copies into / out of the value area of a BPF_F_MMAPABLE array (element stride: value size rounded up to 8). */
   mapMmapWrite(fd: number, data: Buffer, offset: number): void;
   mapMmapRead(fd: number, length: number, offset: number): Buffer;
-  progTestRun(fd: number, data: Buffer, repeat: number, outSize: number): { retval: number; data: Buffer; durationNs: number };
+  progTestRun(fd: number, data: Buffer, repeat: number, outSize: number, ctxIn?: Buffer): { retval: number; data: Buffer; durationNs: number; ctx?: Buffer };
   numPossibleCpus(): number;
   btfStructs(objPath: string, names: string[]): Record<string, BtfStruct>;
   libbpfVersion: string;

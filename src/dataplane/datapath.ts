@@ -34,6 +34,8 @@ export interface DatapathOptions {
   maxBackends?: number;
   affinityEntries?: number;
   revnatEntries?: number;
+  /** Flow entries of the tc path per family (two per flow). */
+  ctEntries?: number;
   /** Translate IPv4-mapped IPv6 destinations on AF_INET6 sockets. */
   v4InV6?: boolean;
   objectPath?: string;
@@ -53,7 +55,32 @@ export const DEFAULTS = {
   maxBackends: 262144,
   affinityEntries: 262144,
   revnatEntries: 262144,
+  ctEntries: 524288,
 };
+
+/** Map capacities that every object sharing the pinned maps must agree on. */
+export interface MapSizes {
+  maxServices: number;
+  maxBackends: number;
+  affinityEntries: number;
+  revnatEntries: number;
+  ctEntries: number;
+}
+
+/**
+ * Sets the capacity of every shared map before load. sock_lb.o and tc_lb.o
+ * define the same maps (bpf/sy_maps.h) and reuse each other's pins, which
+ * libbpf only accepts when the sizes agree.
+ */
+export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
+  for (const m of ['sy_svc4', 'sy_svc6', 'sy_maglev', 'sy_svc_stats', 'sy_ext4', 'sy_ext6']) obj.setMapMaxEntries(m, o.maxServices);
+  obj.setMapMaxEntries('sy_backend', o.maxBackends);
+  obj.setMapMaxEntries('sy_affinity', o.affinityEntries);
+  obj.setMapMaxEntries('sy_sock_revnat4', o.revnatEntries);
+  obj.setMapMaxEntries('sy_sock_revnat6', o.revnatEntries);
+  obj.setMapMaxEntries('sy_ct4', o.ctEntries);
+  obj.setMapMaxEntries('sy_ct6', o.ctEntries);
+}
 
 const linkDir = (root: string) => join(root, 'links');
 
@@ -103,6 +130,7 @@ export class SocketLbDatapath {
       maxBackends: o.maxBackends ?? DEFAULTS.maxBackends,
       affinityEntries: o.affinityEntries ?? DEFAULTS.affinityEntries,
       revnatEntries: o.revnatEntries ?? DEFAULTS.revnatEntries,
+      ctEntries: o.ctEntries ?? DEFAULTS.ctEntries,
       v4InV6: o.v4InV6 ?? true,
       bpfRoot: o.bpfRoot,
       cgroupPath: o.cgroupPath,
@@ -116,14 +144,7 @@ export class SocketLbDatapath {
     ensureBpffs(opts.bpfRoot);
     const obj = new (native().BpfObject)(opts.objectPath, opts.bpfRoot);
     try {
-      obj.setMapMaxEntries('sy_svc4', opts.maxServices);
-      obj.setMapMaxEntries('sy_svc6', opts.maxServices);
-      obj.setMapMaxEntries('sy_maglev', opts.maxServices);
-      obj.setMapMaxEntries('sy_svc_stats', opts.maxServices);
-      obj.setMapMaxEntries('sy_backend', opts.maxBackends);
-      obj.setMapMaxEntries('sy_affinity', opts.affinityEntries);
-      obj.setMapMaxEntries('sy_sock_revnat4', opts.revnatEntries);
-      obj.setMapMaxEntries('sy_sock_revnat6', opts.revnatEntries);
+      configureMapSizes(obj, opts);
       const feat = Buffer.alloc(4);
       feat.writeUInt32LE(opts.v4InV6 ? FEAT_V4_IN_V6 : 0);
       obj.setGlobal('sy_cfg_features', feat);

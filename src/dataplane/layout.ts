@@ -147,9 +147,58 @@ export const svcStatsCodec = defineStruct<SvcStats>('sy_svc_stats', 16, [
   ['translations', 0, 'u64'], ['refused', 8, 'u64'],
 ]);
 
+// ------------------------------------------------------------------ tc path
+
+export const EXT_F_LOCAL = 1 << 0;
+export const EXT_F_SRC_RANGES = 1 << 1;
+
+export const CT_FWD = 0;
+export const CT_REV = 1;
+export const CT_F_MASQ = 1 << 0;
+export const CT_F_REPLIED = 1 << 1;
+export const CT_F_FIN_FWD = 1 << 2;
+export const CT_F_FIN_REV = 1 << 3;
+export const CT_F_RST = 1 << 4;
+export const CT_F_LOCAL = 1 << 5;
+
+/** Index = enum sy_tc_counter in bpf/sy_common.h. */
+export const TC_COUNTERS = [
+  'new_flow', 'xlate_fwd', 'xlate_rev', 'icmp_fwd', 'icmp_rev', 'pass_non_ip', 'pass_truncated', 'pass_fragment',
+  'pass_ipv6_ext', 'pass_other_l4', 'ip_options', 'drop_no_backend', 'drop_no_local_backend', 'drop_source_range',
+  'drop_no_table', 'drop_family', 'ct_full', 'pass_malformed',
+] as const;
+export const TC_COUNTER_SLOTS = 24;
+
+export interface ExtVal { flags: number }
+export interface SrcRange4Key { prefixlen: number; feAddr: string; fePort: number; proto: number; src: string }
+export interface SrcRange6Key { prefixlen: number; feAddr: string; fePort: number; proto: number; src: string }
+export interface CtKey { saddr: string; daddr: string; sport: number; dport: number; proto: number; dir: number }
+export interface CtVal { addr: string; port: number; flags: number; svcId: number; backendId: number; lastSeenNs: bigint }
+
+export const extValCodec = defineStruct<ExtVal>('sy_ext_val', 8, [['flags', 0, 'u16']]);
+export const srcRange4KeyCodec = defineStruct<SrcRange4Key>('sy_src_range4_key', 16, [
+  ['prefixlen', 0, 'u32'], ['feAddr', 4, 'ip4'], ['fePort', 8, 'be16'], ['proto', 10, 'u8'], ['src', 12, 'ip4'],
+]);
+export const srcRange6KeyCodec = defineStruct<SrcRange6Key>('sy_src_range6_key', 40, [
+  ['prefixlen', 0, 'u32'], ['feAddr', 4, 'ip6'], ['fePort', 20, 'be16'], ['proto', 22, 'u8'], ['src', 24, 'ip6'],
+]);
+export const ct4KeyCodec = defineStruct<CtKey>('sy_ct4_key', 16, [
+  ['saddr', 0, 'ip4'], ['daddr', 4, 'ip4'], ['sport', 8, 'be16'], ['dport', 10, 'be16'], ['proto', 12, 'u8'], ['dir', 13, 'u8'],
+]);
+export const ct4ValCodec = defineStruct<CtVal>('sy_ct4_val', 24, [
+  ['addr', 0, 'ip4'], ['port', 4, 'be16'], ['flags', 6, 'u16'], ['svcId', 8, 'u32'], ['backendId', 12, 'u32'], ['lastSeenNs', 16, 'u64'],
+]);
+export const ct6KeyCodec = defineStruct<CtKey>('sy_ct6_key', 40, [
+  ['saddr', 0, 'ip6'], ['daddr', 16, 'ip6'], ['sport', 32, 'be16'], ['dport', 34, 'be16'], ['proto', 36, 'u8'], ['dir', 37, 'u8'],
+]);
+export const ct6ValCodec = defineStruct<CtVal>('sy_ct6_val', 40, [
+  ['addr', 0, 'ip6'], ['port', 16, 'be16'], ['flags', 18, 'u16'], ['svcId', 20, 'u32'], ['backendId', 24, 'u32'], ['lastSeenNs', 32, 'u64'],
+]);
+
 export const ALL_STRUCTS: readonly StructCodec<any>[] = [
   svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat4KeyCodec, sockRevnat4ValCodec,
   sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec,
+  extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec,
 ];
 
 /** C field name for a TS field name: svcId → svc_id, lastUsedNs → last_used_ns. */

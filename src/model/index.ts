@@ -42,6 +42,7 @@ import type {
   Family,
   Frontend,
   FrontendType,
+  HealthCheckPort,
   NodeInfo,
   Protocol,
   Rejection,
@@ -208,8 +209,13 @@ function frontendsForPort(
       backends: copyBackends(backends),
       affinityTimeoutSec: svc.affinityTimeoutSec,
     });
+  const ranges = svc.sourceRanges.filter((c) => c.family === family).map((c) => c.cidr);
   const addExternal = (type: FrontendType, addr: string, portNum: number) => {
     add(type, addr, portNum, 'external', externalSet);
+    const ext = out[out.length - 1];
+    ext.externalPolicyLocal = svc.externalPolicyLocal;
+    // kube-proxy filters sources for LoadBalancer ingress IPs only.
+    if (type === 'LoadBalancer' && ranges.length > 0) ext.sourceRanges = [...ranges];
     add(type, addr, portNum, 'internal', shortCircuitSet);
   };
 
@@ -326,9 +332,26 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   const nodeSig = cache ? JSON.stringify(node) : '';
   const perService: ModelCache['perService'] = new Map();
   const all: Frontend[] = [];
+  const healthChecks: HealthCheckPort[] = [];
   for (const svc of services) {
     const sk = keyOf(svc, () => serviceKey(svc.namespace, svc.name));
     const own = (slicesBySvc.get(sk) ?? []).sort((a, b) => cmpStr(a.name, b.name));
+    if (svc.healthCheckNodePort > 0) {
+      // LocalReadyEndpoints: distinct local ready addresses over all ports.
+      // kube-proxy runs one proxier per family that each report their own
+      // count to one shared server; the larger of the two is what a
+      // dual-stack pod set reports steadily.
+      const perFamily = { 4: new Set<string>(), 6: new Set<string>() };
+      for (const eps of buildEndpointsMap(own, node.name).get(sk)?.values() ?? []) {
+        for (const ep of eps) if (ep.local && ep.ready) perFamily[ep.family].add(ep.addr);
+      }
+      healthChecks.push({
+        namespace: svc.namespace,
+        name: svc.name,
+        port: svc.healthCheckNodePort,
+        localEndpoints: Math.max(perFamily[4].size, perFamily[6].size),
+      });
+    }
     const prev = cache?.perService.get(sk);
     let fes: Frontend[];
     if (prev && prev.svc === svc && prev.nodeSig === nodeSig && sameItems(prev.slices, own)) {
@@ -409,5 +432,6 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
     })
     .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || byNamespaceName(a, b));
 
-  return { frontends, rejected: rejections };
+  healthChecks.sort((a, b) => a.port - b.port || byNamespaceName(a, b));
+  return { frontends, rejected: rejections, healthChecks };
 }

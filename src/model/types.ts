@@ -65,6 +65,25 @@ export interface Frontend {
   backends: Backend[];
   /** sessionAffinity: ClientIP timeout in seconds; 0 when affinity is off. */
   affinityTimeoutSec: number;
+  /**
+   * Scope external only: externalTrafficPolicy Local applies (backends are the
+   * node's own; none means drop, not refuse).
+   */
+  externalPolicyLocal?: boolean;
+  /**
+   * Scope external, type LoadBalancer only: loadBalancerSourceRanges of this
+   * frontend's family as canonical CIDRs ("10.0.0.0/8"). Absent or empty: any source.
+   */
+  sourceRanges?: string[];
+}
+
+/** A healthCheckNodePort server this node runs (LoadBalancer + externalTrafficPolicy Local). */
+export interface HealthCheckPort {
+  namespace: string;
+  name: string;
+  port: number;
+  /** Distinct local ready endpoint addresses (kube-proxy's LocalReadyEndpoints). */
+  localEndpoints: number;
 }
 
 /** An input object that the model skipped, and why. */
@@ -87,4 +106,6 @@ export interface NodeInfo {
 export interface DesiredState {
   frontends: Frontend[];
   rejected: Rejection[];
+  /** healthCheckNodePort servers wanted on this node, sorted by port. */
+  healthChecks?: HealthCheckPort[];
 }

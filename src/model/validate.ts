@@ -64,6 +64,46 @@ export interface ServiceSpecNorm {
   /** apiservice.InternalPolicyLocal: iTP "Local". */
   internalPolicyLocal: boolean;
   affinityTimeoutSec: number;
+  /** spec.loadBalancerSourceRanges, valid ones as canonical CIDRs (both families). */
+  sourceRanges: ParsedCIDR[];
+  /** spec.healthCheckNodePort when the Service needs one (LoadBalancer, eTP Local), else 0. */
+  healthCheckNodePort: number;
+}
+
+export interface ParsedCIDR {
+  /** Canonical "addr/len" with the host bits cleared. */
+  cidr: string;
+  family: Family;
+}
+
+/**
+ * Parses "a.b.c.d/n" or "x::/n" as kube-proxy's MapCIDRsByIPFamily does
+ * (netutils.ParseCIDRSloppy): host bits are masked off.
+ */
+export function parseCIDR(raw: unknown): ParsedCIDR | null {
+  if (typeof raw !== 'string') return null;
+  const s = raw.trim();
+  const slash = s.indexOf('/');
+  if (slash < 0) return null;
+  const ip = parseIP(s.slice(0, slash));
+  const lenS = s.slice(slash + 1);
+  if (!ip || !/^[0-9]{1,3}$/.test(lenS)) return null;
+  const len = Number(lenS);
+  const bits = ip.family === 4 ? 32 : 128;
+  if (len > bits) return null;
+  const bytes = Uint8Array.from(ip.bytes);
+  for (let i = 0; i < bytes.length; i++) {
+    const keep = Math.max(0, Math.min(8, len - i * 8));
+    bytes[i] &= keep === 0 ? 0 : (0xff << (8 - keep)) & 0xff;
+  }
+  const base = ip.family === 4 ? [...bytes].join('.') : parseIP(ipv6Text(bytes))!.addr;
+  return { cidr: `${base}/${len}`, family: ip.family };
+}
+
+function ipv6Text(b: Uint8Array): string {
+  const g: string[] = [];
+  for (let i = 0; i < 16; i += 2) g.push(((b[i] << 8) | b[i + 1]).toString(16));
+  return g.join(':');
 }
 
 export interface SlicePortNorm {
@@ -278,6 +318,24 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
   const externalPolicyLocal = externallyAccessibleType && spec.externalTrafficPolicy === 'Local';
   const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
 
+  // loadBalancerSourceRanges: invalid entries are skipped (kube-proxy logs
+  // and ignores them); we also record a Rejection.
+  const sourceRanges: ParsedCIDR[] = [];
+  for (const raw of Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : []) {
+    const c = parseCIDR(raw);
+    if (!c) {
+      reject(`invalid loadBalancerSourceRanges entry ${describeValue(raw)} ignored`);
+      continue;
+    }
+    if (!sourceRanges.some((x) => x.cidr === c.cidr)) sourceRanges.push(c);
+  }
+  // apiservice.NeedsHealthCheck: type LoadBalancer with eTP Local.
+  let healthCheckNodePort = 0;
+  if (type === 'LoadBalancer' && externalPolicyLocal && spec.healthCheckNodePort !== undefined && spec.healthCheckNodePort !== null) {
+    if (isValidPort(spec.healthCheckNodePort)) healthCheckNodePort = spec.healthCheckNodePort;
+    else reject(`healthCheckNodePort ${describeValue(spec.healthCheckNodePort)} is not an integer in 1..65535; ignored`);
+  }
+
   return {
     kind: 'ok',
     svc: {
@@ -291,6 +349,8 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
       externalPolicyLocal,
       internalPolicyLocal,
       affinityTimeoutSec,
+      sourceRanges,
+      healthCheckNodePort,
     },
   };
 }

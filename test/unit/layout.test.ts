@@ -2,12 +2,19 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { native } from '../../src/bpf/native.js';
 import { SOCK_LB_OBJECT } from '../../src/dataplane/datapath.js';
+import { TC_LB_OBJECT } from '../../src/dataplane/tc.js';
 import {
   ALL_STRUCTS, checkLayouts, svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat6KeyCodec, affinityKeyCodec,
 } from '../../src/dataplane/layout.js';
 
 test('every TypeScript mirror matches the BTF of the compiled object', () => {
   const btf = native().btfStructs(SOCK_LB_OBJECT, ALL_STRUCTS.map((s) => s.cStruct));
+  assert.equal(Object.keys(btf).length, ALL_STRUCTS.length, 'every mirrored struct is in the BTF');
+  assert.deepEqual(checkLayouts(btf), []);
+});
+
+test('the tc object shares the same layouts (it reuses the same pinned maps)', () => {
+  const btf = native().btfStructs(TC_LB_OBJECT, ALL_STRUCTS.map((s) => s.cStruct));
   assert.equal(Object.keys(btf).length, ALL_STRUCTS.length, 'every mirrored struct is in the BTF');
   assert.deepEqual(checkLayouts(btf), []);
 });

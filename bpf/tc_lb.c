@@ -1,0 +1,945 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * North-south load balancing on the node's devices (tc ingress + egress).
+ *
+ * Ingress translates packets that arrive for an external frontend (NodePort
+ * on a node address, a LoadBalancer ingress IP, an externalIP) into packets
+ * for a backend and lets them continue up the stack, which routes them to a
+ * local pod or forwards them to another node. Egress translates the replies
+ * back. ICMP errors that quote a translated packet are translated too, so
+ * that path MTU discovery and port-unreachable work through the translation.
+ *
+ * Backend choice: Maglev over a hash of the flow that does not depend on the
+ * node (no per-node seed, and the destination address is left out so that a
+ * NodePort flow hashes the same on every node address), so every node picks
+ * the same backend for the same flow. The choice is remembered per flow in
+ * sy_ct4/6 (LRU), so a change of the backend set does not move an
+ * established flow.
+ *
+ * A flow to a backend on another node must come back through this node: the
+ * program sets the masquerade mark (sy_cfg_masq_mark) and a fixed iptables
+ * rule in nat POSTROUTING masquerades marked packets. That is why translated
+ * packets go up the stack (TC_ACT_OK) rather than being redirected.
+ *
+ * What the parser does not understand is passed on untouched and counted
+ * (sy_tc_stats): non-IP frames, truncated headers, fragments, IPv6 routing /
+ * fragment / AH / ESP headers, protocols other than TCP and UDP. IPv4 options
+ * and IPv6 hop-by-hop / destination options are walked.
+ *
+ * Verdicts: TC_ACT_UNSPEC when the packet is none of our business (the next
+ * program on the hook decides), TC_ACT_OK after a translation, TC_ACT_SHOT
+ * for a drop (each drop has a counter).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "sy_common.h"
+#include "sy_maps.h"
+
+/* Tunables, set by the agent between open and load. */
+const volatile __u32 sy_cfg_masq_mark = 0x1000;   /* skb->mark bit for the masquerade rule */
+const volatile __u32 sy_cfg_ct_tcp_sec = 21600;   /* established TCP flow idle timeout */
+const volatile __u32 sy_cfg_ct_syn_sec = 60;      /* TCP flow that has not seen a reply */
+const volatile __u32 sy_cfg_ct_close_sec = 10;    /* TCP flow after RST or FIN both ways */
+const volatile __u32 sy_cfg_ct_udp_sec = 120;     /* UDP flow idle timeout */
+
+#define SY_ETH_HLEN 14
+#define SY_IP_CSUM_OFF 10
+#define SY_IPV4_SADDR_OFF 12
+#define SY_IPV4_DADDR_OFF 16
+#define SY_IPV6_SADDR_OFF 8
+#define SY_IPV6_DADDR_OFF 24
+#define SY_TCP_CSUM_OFF 16
+#define SY_UDP_CSUM_OFF 6
+#define SY_ICMP_CSUM_OFF 2
+
+#define SY_TCP_FIN 0x01
+#define SY_TCP_SYN 0x02
+#define SY_TCP_RST 0x04
+#define SY_TCP_ACK 0x10
+
+#define SY_IPPROTO_ICMPV6 58
+#define SY_NEXTHDR_HOP 0
+#define SY_NEXTHDR_ROUTING 43
+#define SY_NEXTHDR_FRAGMENT 44
+#define SY_NEXTHDR_DEST 60
+#define SY_IPV6_MAX_EXT 4
+
+#define SY_PARSED (-1)
+
+/* One parsed packet: addresses in network order (IPv4 in word 0). */
+struct sy_pkt {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 family;    /* 4 or 6 */
+	__u8 proto;     /* TCP, UDP, ICMP or ICMPv6 */
+	__u8 tcp_flags;
+	__u8 icmp_type;
+	__u32 l3_off;
+	__u32 l4_off;
+};
+
+/* ------------------------------------------------------------ checksums */
+
+static __always_inline __u16 sy_csum_fold(__s64 c)
+{
+	__u32 s = (__u32)c;
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+/* Rewrites 4 bytes of IPv4 address, fixing the IP header checksum and, when
+ * l4_csum_off is non-zero, the L4 checksum (the address is in its pseudo header). */
+static __always_inline int sy_store_addr4(struct __sk_buff *skb, __u32 off, __u32 ip_csum_off,
+					  __u32 l4_csum_off, __u64 l4_flags, __be32 old, __be32 new)
+{
+	if (l4_csum_off &&
+	    bpf_l4_csum_replace(skb, l4_csum_off, old, new, BPF_F_PSEUDO_HDR | sizeof(new) | l4_flags) < 0)
+		return -1;
+	if (bpf_l3_csum_replace(skb, ip_csum_off, old, new, sizeof(new)) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, off, &new, sizeof(new), 0);
+}
+
+/* IPv6 addresses are only covered by the L4 checksum (pseudo header). */
+static __always_inline int sy_store_addr6(struct __sk_buff *skb, __u32 off, __u32 l4_csum_off,
+					  __u64 l4_flags, __u32 *old, __u32 *new)
+{
+	__s64 diff = bpf_csum_diff(old, 16, new, 16, 0);
+
+	if (bpf_l4_csum_replace(skb, l4_csum_off, 0, diff, BPF_F_PSEUDO_HDR | l4_flags) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, off, new, 16, 0);
+}
+
+static __always_inline int sy_store_port(struct __sk_buff *skb, __u32 off, __u32 l4_csum_off,
+					 __u64 l4_flags, __be16 old, __be16 new)
+{
+	if (bpf_l4_csum_replace(skb, l4_csum_off, old, new, sizeof(new) | l4_flags) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, off, &new, sizeof(new), 0);
+}
+
+static __always_inline __u32 sy_l4_csum_off(const struct sy_pkt *p)
+{
+	return p->l4_off + (p->proto == IPPROTO_TCP ? SY_TCP_CSUM_OFF : SY_UDP_CSUM_OFF);
+}
+
+/* IPv4 UDP may carry no checksum (0): it must stay 0, and a computed 0 becomes 0xffff. */
+static __always_inline __u64 sy_l4_flags(const struct sy_pkt *p)
+{
+	return (p->family == 4 && p->proto == IPPROTO_UDP) ? BPF_F_MARK_MANGLED_0 : 0;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+static __always_inline int sy_parse_l4(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	if (p->proto == IPPROTO_TCP) {
+		__u8 th[14];
+
+		if (bpf_skb_load_bytes(skb, p->l4_off, th, sizeof(th)) < 0)
+			return SY_TC_PASS_TRUNCATED;
+		if ((th[12] >> 4) < 5)
+			return SY_TC_PASS_MALFORMED;
+		__builtin_memcpy(&p->sport, &th[0], 2);
+		__builtin_memcpy(&p->dport, &th[2], 2);
+		p->tcp_flags = th[13];
+		return SY_PARSED;
+	}
+	if (p->proto == IPPROTO_UDP) {
+		__be16 ports[2];
+
+		/* The whole 8-byte header must be there, not only the ports. */
+		if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0 ||
+		    p->l4_off + 8 > skb->len)
+			return SY_TC_PASS_TRUNCATED;
+		p->sport = ports[0];
+		p->dport = ports[1];
+		return SY_PARSED;
+	}
+	if ((p->family == 4 && p->proto == IPPROTO_ICMP) ||
+	    (p->family == 6 && p->proto == SY_IPPROTO_ICMPV6)) {
+		__u8 type;
+
+		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
+			return SY_TC_PASS_TRUNCATED;
+		p->icmp_type = type;
+		return SY_PARSED;
+	}
+	return SY_TC_PASS_OTHER_L4;
+}
+
+static __always_inline int sy_parse4(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct iphdr ip;
+	__u32 hlen;
+
+	if (bpf_skb_load_bytes(skb, p->l3_off, &ip, sizeof(ip)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	if (ip.version != 4 || ip.ihl < 5)
+		return SY_TC_PASS_MALFORMED;
+	hlen = ip.ihl * 4;
+	if (bpf_ntohs(ip.tot_len) < hlen || p->l3_off + bpf_ntohs(ip.tot_len) > skb->len)
+		return SY_TC_PASS_TRUNCATED;
+	/* MF set or a non-zero offset: ports are in the first fragment only. */
+	if (ip.frag_off & bpf_htons(0x3fff))
+		return SY_TC_PASS_FRAGMENT;
+	if (hlen > sizeof(ip))
+		sy_tc_count(SY_TC_IP_OPTIONS);
+	p->family = 4;
+	p->proto = ip.protocol;
+	p->saddr[0] = ip.saddr;
+	p->daddr[0] = ip.daddr;
+	p->l4_off = p->l3_off + hlen;
+	return sy_parse_l4(skb, p);
+}
+
+static __always_inline int sy_parse6(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct ipv6hdr ip6;
+	__u32 off;
+	__u8 nexthdr;
+
+	if (bpf_skb_load_bytes(skb, p->l3_off, &ip6, sizeof(ip6)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	if (ip6.version != 6)
+		return SY_TC_PASS_MALFORMED;
+	if (p->l3_off + sizeof(ip6) + bpf_ntohs(ip6.payload_len) > skb->len)
+		return SY_TC_PASS_TRUNCATED;
+	off = p->l3_off + sizeof(ip6);
+	nexthdr = ip6.nexthdr;
+	/*
+	 * Hop-by-hop and destination options do not change where the packet
+	 * goes or what its pseudo header holds: skip them. A routing header
+	 * would (the destination is not final), fragments have no ports in
+	 * general, AH would break: those are passed.
+	 */
+#pragma unroll
+	for (int i = 0; i < SY_IPV6_MAX_EXT; i++) {
+		__u8 ext[2];
+
+		if (nexthdr != SY_NEXTHDR_HOP && nexthdr != SY_NEXTHDR_DEST)
+			break;
+		if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)) < 0)
+			return SY_TC_PASS_TRUNCATED;
+		nexthdr = ext[0];
+		off += (ext[1] + 1) * 8;
+	}
+	if (nexthdr == SY_NEXTHDR_FRAGMENT)
+		return SY_TC_PASS_FRAGMENT;
+	if (nexthdr == SY_NEXTHDR_HOP || nexthdr == SY_NEXTHDR_DEST || nexthdr == SY_NEXTHDR_ROUTING ||
+	    nexthdr == IPPROTO_AH || nexthdr == IPPROTO_ESP)
+		return SY_TC_PASS_IPV6_EXT;
+	p->family = 6;
+	p->proto = nexthdr;
+	__builtin_memcpy(p->saddr, &ip6.saddr, 16);
+	__builtin_memcpy(p->daddr, &ip6.daddr, 16);
+	p->l4_off = off;
+	return sy_parse_l4(skb, p);
+}
+
+static __always_inline int sy_parse(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	__be16 proto;
+
+	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	p->l3_off = SY_ETH_HLEN;
+	if (proto == bpf_htons(ETH_P_IP))
+		return sy_parse4(skb, p);
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return sy_parse6(skb, p);
+	return SY_TC_PASS_NON_IP;
+}
+
+static __always_inline int sy_is_icmp_error(const struct sy_pkt *p)
+{
+	if (p->family == 4)
+		return p->proto == IPPROTO_ICMP &&
+		       (p->icmp_type == 3 /* unreachable */ || p->icmp_type == 11 /* time exceeded */ ||
+			p->icmp_type == 12 /* parameter problem */);
+	return p->proto == SY_IPPROTO_ICMPV6 && p->icmp_type >= 1 && p->icmp_type <= 4;
+}
+
+/* ------------------------------------------------------------ flows */
+
+/* How long a flow may stay idle, by protocol and TCP state. */
+static __always_inline __u64 sy_ct_lifetime_ns(__u16 flags, __u8 proto)
+{
+	__u32 s;
+
+	if (proto != IPPROTO_TCP)
+		s = sy_cfg_ct_udp_sec;
+	else if ((flags & SY_CT_F_RST) || ((flags & SY_CT_F_FIN_FWD) && (flags & SY_CT_F_FIN_REV)))
+		s = sy_cfg_ct_close_sec;
+	else if (!(flags & SY_CT_F_REPLIED))
+		s = sy_cfg_ct_syn_sec;
+	else
+		s = sy_cfg_ct_tcp_sec;
+	return (__u64)s * 1000000000ULL;
+}
+
+static __always_inline __u16 sy_tcp_state(__u16 flags, __u8 tcp_flags, int reply)
+{
+	if (tcp_flags & SY_TCP_RST)
+		flags |= SY_CT_F_RST;
+	if (tcp_flags & SY_TCP_FIN)
+		flags |= reply ? SY_CT_F_FIN_REV : SY_CT_F_FIN_FWD;
+	return flags;
+}
+
+/*
+ * A remembered flow keeps its backend unless it timed out, a fresh SYN
+ * reuses the ports of a closed connection, or the backend left its Service
+ * (its id is gone from sy_backend): then the flow is balanced anew.
+ */
+static __always_inline int sy_ct_usable(__u16 flags, __u64 last_seen, __u32 backend_id,
+					const struct sy_pkt *p, __u64 now)
+{
+	if (now - last_seen > sy_ct_lifetime_ns(flags, p->proto))
+		return 0;
+	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (SY_TCP_SYN | SY_TCP_ACK)) == SY_TCP_SYN &&
+	    ((flags & SY_CT_F_RST) || ((flags & SY_CT_F_FIN_FWD) && (flags & SY_CT_F_FIN_REV))))
+		return 0;
+	return bpf_map_lookup_elem(&sy_backend, &backend_id) != NULL;
+}
+
+/* A node-independent hash of the flow (client address and port, frontend port, protocol). */
+static __always_inline __u32 sy_mix(__u32 h, __u32 k)
+{
+	k *= 0xcc9e2d51;
+	k = (k << 15) | (k >> 17);
+	k *= 0x1b873593;
+	h ^= k;
+	h = (h << 13) | (h >> 19);
+	return h * 5 + 0xe6546b64;
+}
+
+static __always_inline __u32 sy_flow_hash(const struct sy_pkt *p)
+{
+	__u32 h = 0x5779;
+
+	h = sy_mix(h, bpf_ntohl(p->saddr[0]));
+	if (p->family == 6) {
+		h = sy_mix(h, bpf_ntohl(p->saddr[1]));
+		h = sy_mix(h, bpf_ntohl(p->saddr[2]));
+		h = sy_mix(h, bpf_ntohl(p->saddr[3]));
+	}
+	h = sy_mix(h, ((__u32)bpf_ntohs(p->sport) << 16) | bpf_ntohs(p->dport));
+	h = sy_mix(h, p->proto);
+	/* murmur3 finaliser */
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* sessionAffinity: ClientIP on the tc path: the client is its source address. */
+static __always_inline __u64 sy_client_of(const struct sy_pkt *p)
+{
+	if (p->family == 4)
+		return p->saddr[0];
+	return (((__u64)p->saddr[0] << 32) | p->saddr[1]) ^ (((__u64)p->saddr[2] << 32) | p->saddr[3]);
+}
+
+/*
+ * Chooses a backend for a new external flow, or says why not (a drop counter).
+ * Returns 0 and fills *bid / *out, or the counter to bump.
+ */
+static __always_inline int sy_tc_pick(const struct sy_svc_val *svc, const struct sy_ext_val *ext,
+				      const struct sy_pkt *p, __u32 *bid, struct sy_backend **out)
+{
+	struct sy_affinity_key akey = {};
+	struct sy_affinity_val aval = {};
+	struct sy_svc_stats *st = sy_svc_stats_of(svc->svc_id);
+	struct sy_backend *be;
+	__u32 svc_id = svc->svc_id;
+	__u32 slot, *id, *m;
+	__u64 now = 0;
+	void *table;
+
+	if (svc->backend_count == 0) {
+		if (st)
+			st->refused += 1;
+		return (ext && (ext->flags & SY_EXT_F_LOCAL)) ? SY_TC_DROP_NO_LOCAL : SY_TC_DROP_NO_BACKEND;
+	}
+	if (svc->flags & SY_SVC_F_AFFINITY) {
+		struct sy_affinity_val *cur;
+
+		akey.client = sy_client_of(p);
+		akey.svc_id = svc_id;
+		now = bpf_ktime_get_ns();
+		cur = bpf_map_lookup_elem(&sy_affinity, &akey);
+		if (cur && now - cur->last_used_ns <= (__u64)svc->affinity_timeout * 1000000000ULL) {
+			be = bpf_map_lookup_elem(&sy_backend, &cur->backend_id);
+			if (be) {
+				cur->last_used_ns = now;
+				*bid = cur->backend_id;
+				goto found;
+			}
+		}
+	}
+	table = bpf_map_lookup_elem(&sy_maglev, &svc_id);
+	if (!table)
+		return SY_TC_DROP_NO_TABLE;
+	slot = SY_MAGLEV_SIZE_SLOT;
+	m = bpf_map_lookup_elem(table, &slot);
+	if (!m || *m == 0)
+		return SY_TC_DROP_NO_TABLE;
+	slot = 1 + sy_flow_hash(p) % *m;
+	id = bpf_map_lookup_elem(table, &slot);
+	if (!id)
+		return SY_TC_DROP_NO_TABLE;
+	be = bpf_map_lookup_elem(&sy_backend, id);
+	if (!be)
+		return SY_TC_DROP_NO_TABLE;
+	*bid = *id;
+	if (svc->flags & SY_SVC_F_AFFINITY) {
+		aval.last_used_ns = now;
+		aval.backend_id = *id;
+		bpf_map_update_elem(&sy_affinity, &akey, &aval, BPF_ANY);
+	}
+found:
+	if (be->family != p->family)
+		return SY_TC_DROP_FAMILY;
+	if (st)
+		st->translations += 1;
+	*out = be;
+	return 0;
+}
+
+/* ------------------------------------------------------------ IPv4 */
+
+static __always_inline int sy_src_allowed4(const struct sy_svc4_key *fe, __be32 src)
+{
+	struct sy_src_range4_key k = {
+		.prefixlen = 64 + 32,
+		.fe_addr = fe->addr,
+		.fe_port = fe->port,
+		.proto = fe->proto,
+		.src = src,
+	};
+
+	return bpf_map_lookup_elem(&sy_src_range4, &k) != NULL;
+}
+
+/* Client → frontend becomes client → backend. */
+static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct sy_ct4_key k = {
+		.saddr = p->saddr[0], .daddr = p->daddr[0], .sport = p->sport, .dport = p->dport,
+		.proto = p->proto, .dir = SY_CT_FWD,
+	};
+	struct sy_ct4_val *ct;
+	__u64 now = bpf_ktime_get_ns();
+	__be32 be_addr;
+	__be16 be_port;
+	__u16 flags;
+	__u32 csum_off = sy_l4_csum_off(p);
+	__u64 l4f = sy_l4_flags(p);
+
+	ct = bpf_map_lookup_elem(&sy_ct4, &k);
+	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, p, now)) {
+		be_addr = ct->addr;
+		be_port = ct->port;
+		flags = ct->flags;
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+		ct->flags = flags;
+		ct->last_seen_ns = now;
+	} else {
+		struct sy_svc4_key sk = { .addr = p->daddr[0], .port = p->dport, .proto = p->proto,
+					  .scope = SY_SCOPE_EXTERNAL };
+		struct sy_ct4_key rk = {};
+		struct sy_ct4_val fv = {}, rv = {};
+		struct sy_svc_val *svc;
+		struct sy_ext_val *ext;
+		struct sy_backend *be;
+		__u32 bid = 0;
+		int why;
+
+		svc = bpf_map_lookup_elem(&sy_svc4, &sk);
+		if (!svc)
+			return TC_ACT_UNSPEC;
+		ext = bpf_map_lookup_elem(&sy_ext4, &sk);
+		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed4(&sk, p->saddr[0])) {
+			sy_tc_count(SY_TC_DROP_SRC_RANGE);
+			return TC_ACT_SHOT;
+		}
+		why = sy_tc_pick(svc, ext, p, &bid, &be);
+		if (why) {
+			sy_tc_count(why);
+			return TC_ACT_SHOT;
+		}
+		be_addr = be->addr[0];
+		be_port = be->port;
+		flags = (be->flags & SY_BE_F_LOCAL) ? 0 : SY_CT_F_MASQ;
+		if (ext && (ext->flags & SY_EXT_F_LOCAL))
+			flags |= SY_CT_F_LOCAL;
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+
+		rk.saddr = be_addr;
+		rk.daddr = p->saddr[0];
+		rk.sport = be_port;
+		rk.dport = p->sport;
+		rk.proto = p->proto;
+		rk.dir = SY_CT_REV;
+		rv.addr = p->daddr[0];
+		rv.port = p->dport;
+		rv.flags = flags;
+		rv.svc_id = svc->svc_id;
+		rv.backend_id = bid;
+		rv.last_seen_ns = now;
+		fv = rv;
+		fv.addr = be_addr;
+		fv.port = be_port;
+		/* Reverse first: a reply must never find a flow it cannot translate. */
+		if (bpf_map_update_elem(&sy_ct4, &rk, &rv, BPF_ANY) < 0 ||
+		    bpf_map_update_elem(&sy_ct4, &k, &fv, BPF_ANY) < 0)
+			sy_tc_count(SY_TC_CT_FULL);
+		sy_tc_count(SY_TC_NEW_FLOW);
+	}
+
+	if (sy_store_addr4(skb, p->l3_off + SY_IPV4_DADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, csum_off, l4f,
+			   p->daddr[0], be_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off + 2, csum_off, l4f, p->dport, be_port) < 0)
+		return TC_ACT_SHOT;
+	if (flags & SY_CT_F_MASQ)
+		skb->mark |= sy_cfg_masq_mark;
+	sy_tc_count(SY_TC_XLATE_FWD);
+	return TC_ACT_OK;
+}
+
+/* Backend → client becomes frontend → client. */
+static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct sy_ct4_key k = {
+		.saddr = p->saddr[0], .daddr = p->daddr[0], .sport = p->sport, .dport = p->dport,
+		.proto = p->proto, .dir = SY_CT_REV,
+	};
+	struct sy_ct4_key fk = {};
+	struct sy_ct4_val *rv, *fv;
+	__u32 csum_off = sy_l4_csum_off(p);
+	__u64 l4f = sy_l4_flags(p);
+	__u64 now = bpf_ktime_get_ns();
+	__be32 fe_addr;
+	__be16 fe_port;
+
+	rv = bpf_map_lookup_elem(&sy_ct4, &k);
+	if (!rv)
+		return TC_ACT_UNSPEC;
+	fe_addr = rv->addr;
+	fe_port = rv->port;
+	rv->last_seen_ns = now;
+	fk.saddr = p->daddr[0];
+	fk.daddr = fe_addr;
+	fk.sport = p->dport;
+	fk.dport = fe_port;
+	fk.proto = p->proto;
+	fk.dir = SY_CT_FWD;
+	fv = bpf_map_lookup_elem(&sy_ct4, &fk);
+	if (fv) {
+		__u16 flags = fv->flags | SY_CT_F_REPLIED;
+
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 1);
+		fv->flags = flags;
+		fv->last_seen_ns = now;
+	}
+	if (sy_store_addr4(skb, p->l3_off + SY_IPV4_SADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, csum_off, l4f,
+			   p->saddr[0], fe_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off, csum_off, l4f, p->sport, fe_port) < 0)
+		return TC_ACT_SHOT;
+	sy_tc_count(SY_TC_XLATE_REV);
+	return TC_ACT_OK;
+}
+
+/*
+ * An ICMPv4 error quotes the packet it is about. On egress the quoted packet
+ * went client → backend (the error goes to the client): it must read
+ * client → frontend, and the error's source, when it is the backend, becomes
+ * the frontend. On ingress the quoted packet went frontend → client (the
+ * error goes to the backend): it must read backend → client, and the error's
+ * destination, when it is the frontend, becomes the backend.
+ *
+ * Checksums: the quoted IP header keeps a valid checksum, so its sum inside
+ * the ICMP message does not change; the quoted port and the quoted L4
+ * checksum do change it, and are applied to the ICMP checksum.
+ */
+static __always_inline int sy_icmp4(struct __sk_buff *skb, struct sy_pkt *p, int egress)
+{
+	struct iphdr in;
+	__u32 in_off = p->l4_off + 8, in_l4, icmp_csum = p->l4_off + SY_ICMP_CSUM_OFF;
+	__be16 ports[2];
+	struct sy_ct4_key k = {};
+	struct sy_ct4_val *v;
+	__be32 old_addr, new_addr;
+	__be16 old_port, new_port;
+	__u32 addr_off, port_off, csum_field;
+
+	if (bpf_skb_load_bytes(skb, in_off, &in, sizeof(in)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	if (in.version != 4 || in.ihl < 5)
+		return SY_TC_PASS_MALFORMED;
+	if (in.frag_off & bpf_htons(0x1fff))
+		return SY_TC_PASS_FRAGMENT;
+	if (in.protocol != IPPROTO_TCP && in.protocol != IPPROTO_UDP)
+		return SY_TC_PASS_OTHER_L4;
+	in_l4 = in_off + in.ihl * 4;
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+
+	k.saddr = in.daddr;
+	k.daddr = in.saddr;
+	k.sport = ports[1];
+	k.dport = ports[0];
+	k.proto = in.protocol;
+	k.dir = egress ? SY_CT_REV : SY_CT_FWD;
+	v = bpf_map_lookup_elem(&sy_ct4, &k);
+	if (!v)
+		return SY_PARSED; /* not about a translated flow */
+
+	if (egress) {
+		/* quoted: client → backend; destination becomes the frontend */
+		old_addr = in.daddr;
+		old_port = ports[1];
+		addr_off = in_off + SY_IPV4_DADDR_OFF;
+		port_off = in_l4 + 2;
+	} else {
+		/* quoted: frontend → client; source becomes the backend */
+		old_addr = in.saddr;
+		old_port = ports[0];
+		addr_off = in_off + SY_IPV4_SADDR_OFF;
+		port_off = in_l4;
+	}
+	new_addr = v->addr;
+	new_port = v->port;
+
+	/* The quoted L4 checksum, when the quote reaches it. */
+	csum_field = in_l4 + (in.protocol == IPPROTO_TCP ? SY_TCP_CSUM_OFF : SY_UDP_CSUM_OFF);
+	if (csum_field + 2 <= skb->len) {
+		__u16 old_csum, new_csum;
+		__u32 op = old_port, np = new_port;
+		__s64 d;
+
+		if (bpf_skb_load_bytes(skb, csum_field, &old_csum, 2) < 0)
+			return SY_TC_PASS_TRUNCATED;
+		if (!(in.protocol == IPPROTO_UDP && old_csum == 0)) {
+			d = bpf_csum_diff(&old_addr, 4, &new_addr, 4, (__u16)~old_csum);
+			d = bpf_csum_diff(&op, 4, &np, 4, d);
+			new_csum = ~sy_csum_fold(d);
+			if (in.protocol == IPPROTO_UDP && new_csum == 0)
+				new_csum = 0xffff;
+			if (bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 ||
+			    bpf_skb_store_bytes(skb, csum_field, &new_csum, 2, 0) < 0)
+				return SY_TC_PASS_TRUNCATED;
+		}
+	}
+	if (bpf_l4_csum_replace(skb, icmp_csum, old_port, new_port, 2) < 0 ||
+	    bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	if (bpf_l3_csum_replace(skb, in_off + SY_IP_CSUM_OFF, old_addr, new_addr, 4) < 0 ||
+	    bpf_skb_store_bytes(skb, addr_off, &new_addr, 4, 0) < 0)
+		return SY_TC_PASS_TRUNCATED;
+
+	/* The outer header: the error's source (egress) or destination (ingress). */
+	if (egress && p->saddr[0] == old_addr) {
+		if (sy_store_addr4(skb, p->l3_off + SY_IPV4_SADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, 0, 0,
+				   old_addr, new_addr) < 0)
+			return SY_TC_PASS_TRUNCATED;
+	} else if (!egress && p->daddr[0] == old_addr) {
+		if (sy_store_addr4(skb, p->l3_off + SY_IPV4_DADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, 0, 0,
+				   old_addr, new_addr) < 0)
+			return SY_TC_PASS_TRUNCATED;
+	}
+	if (!egress && (v->flags & SY_CT_F_MASQ))
+		skb->mark |= sy_cfg_masq_mark;
+	sy_tc_count(egress ? SY_TC_ICMP_REV : SY_TC_ICMP_FWD);
+	return TC_ACT_OK;
+}
+
+/* ------------------------------------------------------------ IPv6 */
+
+static __always_inline int sy_src_allowed6(const struct sy_svc6_key *fe, const __u32 *src)
+{
+	struct sy_src_range6_key k = {
+		.prefixlen = 160 + 128,
+		.fe_port = fe->port,
+		.proto = fe->proto,
+	};
+
+	__builtin_memcpy(k.fe_addr, fe->addr, 16);
+	__builtin_memcpy(k.src, src, 16);
+	return bpf_map_lookup_elem(&sy_src_range6, &k) != NULL;
+}
+
+static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct sy_ct6_key k = { .sport = p->sport, .dport = p->dport, .proto = p->proto, .dir = SY_CT_FWD };
+	struct sy_ct6_val *ct;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 be_addr[4];
+	__be16 be_port;
+	__u16 flags;
+	__u32 csum_off = sy_l4_csum_off(p);
+
+	__builtin_memcpy(k.saddr, p->saddr, 16);
+	__builtin_memcpy(k.daddr, p->daddr, 16);
+	ct = bpf_map_lookup_elem(&sy_ct6, &k);
+	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, p, now)) {
+		__builtin_memcpy(be_addr, ct->addr, 16);
+		be_port = ct->port;
+		flags = ct->flags;
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+		ct->flags = flags;
+		ct->last_seen_ns = now;
+	} else {
+		struct sy_svc6_key sk = { .port = p->dport, .proto = p->proto, .scope = SY_SCOPE_EXTERNAL };
+		struct sy_ct6_key rk = {};
+		struct sy_ct6_val fv = {}, rv = {};
+		struct sy_svc_val *svc;
+		struct sy_ext_val *ext;
+		struct sy_backend *be;
+		__u32 bid = 0;
+		int why;
+
+		__builtin_memcpy(sk.addr, p->daddr, 16);
+		svc = bpf_map_lookup_elem(&sy_svc6, &sk);
+		if (!svc)
+			return TC_ACT_UNSPEC;
+		ext = bpf_map_lookup_elem(&sy_ext6, &sk);
+		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed6(&sk, p->saddr)) {
+			sy_tc_count(SY_TC_DROP_SRC_RANGE);
+			return TC_ACT_SHOT;
+		}
+		why = sy_tc_pick(svc, ext, p, &bid, &be);
+		if (why) {
+			sy_tc_count(why);
+			return TC_ACT_SHOT;
+		}
+		__builtin_memcpy(be_addr, be->addr, 16);
+		be_port = be->port;
+		flags = (be->flags & SY_BE_F_LOCAL) ? 0 : SY_CT_F_MASQ;
+		if (ext && (ext->flags & SY_EXT_F_LOCAL))
+			flags |= SY_CT_F_LOCAL;
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+
+		__builtin_memcpy(rk.saddr, be_addr, 16);
+		__builtin_memcpy(rk.daddr, p->saddr, 16);
+		rk.sport = be_port;
+		rk.dport = p->sport;
+		rk.proto = p->proto;
+		rk.dir = SY_CT_REV;
+		__builtin_memcpy(rv.addr, p->daddr, 16);
+		rv.port = p->dport;
+		rv.flags = flags;
+		rv.svc_id = svc->svc_id;
+		rv.backend_id = bid;
+		rv.last_seen_ns = now;
+		fv = rv;
+		__builtin_memcpy(fv.addr, be_addr, 16);
+		fv.port = be_port;
+		if (bpf_map_update_elem(&sy_ct6, &rk, &rv, BPF_ANY) < 0 ||
+		    bpf_map_update_elem(&sy_ct6, &k, &fv, BPF_ANY) < 0)
+			sy_tc_count(SY_TC_CT_FULL);
+		sy_tc_count(SY_TC_NEW_FLOW);
+	}
+
+	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, csum_off, 0, p->daddr, be_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off + 2, csum_off, 0, p->dport, be_port) < 0)
+		return TC_ACT_SHOT;
+	if (flags & SY_CT_F_MASQ)
+		skb->mark |= sy_cfg_masq_mark;
+	sy_tc_count(SY_TC_XLATE_FWD);
+	return TC_ACT_OK;
+}
+
+static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
+{
+	struct sy_ct6_key k = { .sport = p->sport, .dport = p->dport, .proto = p->proto, .dir = SY_CT_REV };
+	struct sy_ct6_key fk = {};
+	struct sy_ct6_val *rv, *fv;
+	__u32 csum_off = sy_l4_csum_off(p);
+	__u64 now = bpf_ktime_get_ns();
+	__u32 fe_addr[4];
+	__be16 fe_port;
+
+	__builtin_memcpy(k.saddr, p->saddr, 16);
+	__builtin_memcpy(k.daddr, p->daddr, 16);
+	rv = bpf_map_lookup_elem(&sy_ct6, &k);
+	if (!rv)
+		return TC_ACT_UNSPEC;
+	__builtin_memcpy(fe_addr, rv->addr, 16);
+	fe_port = rv->port;
+	rv->last_seen_ns = now;
+	__builtin_memcpy(fk.saddr, p->daddr, 16);
+	__builtin_memcpy(fk.daddr, fe_addr, 16);
+	fk.sport = p->dport;
+	fk.dport = fe_port;
+	fk.proto = p->proto;
+	fk.dir = SY_CT_FWD;
+	fv = bpf_map_lookup_elem(&sy_ct6, &fk);
+	if (fv) {
+		__u16 flags = fv->flags | SY_CT_F_REPLIED;
+
+		if (p->proto == IPPROTO_TCP)
+			flags = sy_tcp_state(flags, p->tcp_flags, 1);
+		fv->flags = flags;
+		fv->last_seen_ns = now;
+	}
+	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_SADDR_OFF, csum_off, 0, p->saddr, fe_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off, csum_off, 0, p->sport, fe_port) < 0)
+		return TC_ACT_SHOT;
+	sy_tc_count(SY_TC_XLATE_REV);
+	return TC_ACT_OK;
+}
+
+/*
+ * ICMPv6 errors: as sy_icmp4, but the ICMPv6 checksum covers a pseudo header
+ * (the outer addresses) and the quoted IPv6 header has no checksum of its
+ * own, so the quoted address change is applied to the ICMPv6 checksum too.
+ */
+static __always_inline int sy_icmp6(struct __sk_buff *skb, struct sy_pkt *p, int egress)
+{
+	struct ipv6hdr in;
+	__u32 in_off = p->l4_off + 8, in_l4 = in_off + sizeof(struct ipv6hdr);
+	__u32 icmp_csum = p->l4_off + SY_ICMP_CSUM_OFF;
+	__be16 ports[2];
+	struct sy_ct6_key k = {};
+	struct sy_ct6_val *v;
+	__u32 old_addr[4], new_addr[4];
+	__be16 old_port, new_port;
+	__u32 addr_off, port_off, csum_field;
+	__s64 d;
+
+	if (bpf_skb_load_bytes(skb, in_off, &in, sizeof(in)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	if (in.version != 6)
+		return SY_TC_PASS_MALFORMED;
+	if (in.nexthdr != IPPROTO_TCP && in.nexthdr != IPPROTO_UDP)
+		return SY_TC_PASS_IPV6_EXT; /* the quote carries extension headers (or no ports) */
+	if (bpf_skb_load_bytes(skb, in_l4, ports, sizeof(ports)) < 0)
+		return SY_TC_PASS_TRUNCATED;
+
+	__builtin_memcpy(k.saddr, &in.daddr, 16);
+	__builtin_memcpy(k.daddr, &in.saddr, 16);
+	k.sport = ports[1];
+	k.dport = ports[0];
+	k.proto = in.nexthdr;
+	k.dir = egress ? SY_CT_REV : SY_CT_FWD;
+	v = bpf_map_lookup_elem(&sy_ct6, &k);
+	if (!v)
+		return SY_PARSED;
+
+	if (egress) {
+		__builtin_memcpy(old_addr, &in.daddr, 16);
+		old_port = ports[1];
+		addr_off = in_off + SY_IPV6_DADDR_OFF;
+		port_off = in_l4 + 2;
+	} else {
+		__builtin_memcpy(old_addr, &in.saddr, 16);
+		old_port = ports[0];
+		addr_off = in_off + SY_IPV6_SADDR_OFF;
+		port_off = in_l4;
+	}
+	__builtin_memcpy(new_addr, v->addr, 16);
+	new_port = v->port;
+
+	csum_field = in_l4 + (in.nexthdr == IPPROTO_TCP ? SY_TCP_CSUM_OFF : SY_UDP_CSUM_OFF);
+	if (csum_field + 2 <= skb->len) {
+		__u16 old_csum, new_csum;
+		__u32 op = old_port, np = new_port;
+
+		if (bpf_skb_load_bytes(skb, csum_field, &old_csum, 2) < 0)
+			return SY_TC_PASS_TRUNCATED;
+		d = bpf_csum_diff(old_addr, 16, new_addr, 16, (__u16)~old_csum);
+		d = bpf_csum_diff(&op, 4, &np, 4, d);
+		new_csum = ~sy_csum_fold(d);
+		if (in.nexthdr == IPPROTO_UDP && new_csum == 0)
+			new_csum = 0xffff;
+		if (bpf_l4_csum_replace(skb, icmp_csum, old_csum, new_csum, 2) < 0 ||
+		    bpf_skb_store_bytes(skb, csum_field, &new_csum, 2, 0) < 0)
+			return SY_TC_PASS_TRUNCATED;
+	}
+	if (bpf_l4_csum_replace(skb, icmp_csum, old_port, new_port, 2) < 0 ||
+	    bpf_skb_store_bytes(skb, port_off, &new_port, 2, 0) < 0)
+		return SY_TC_PASS_TRUNCATED;
+	/* The quoted address is plain data to the ICMPv6 checksum. */
+	d = bpf_csum_diff(old_addr, 16, new_addr, 16, 0);
+	if (bpf_l4_csum_replace(skb, icmp_csum, 0, d, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, addr_off, new_addr, 16, 0) < 0)
+		return SY_TC_PASS_TRUNCATED;
+
+	if (egress && p->saddr[0] == old_addr[0] && p->saddr[1] == old_addr[1] &&
+	    p->saddr[2] == old_addr[2] && p->saddr[3] == old_addr[3]) {
+		if (sy_store_addr6(skb, p->l3_off + SY_IPV6_SADDR_OFF, icmp_csum, 0, old_addr, new_addr) < 0)
+			return SY_TC_PASS_TRUNCATED;
+	} else if (!egress && p->daddr[0] == old_addr[0] && p->daddr[1] == old_addr[1] &&
+		   p->daddr[2] == old_addr[2] && p->daddr[3] == old_addr[3]) {
+		if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, icmp_csum, 0, old_addr, new_addr) < 0)
+			return SY_TC_PASS_TRUNCATED;
+	}
+	if (!egress && (v->flags & SY_CT_F_MASQ))
+		skb->mark |= sy_cfg_masq_mark;
+	sy_tc_count(egress ? SY_TC_ICMP_REV : SY_TC_ICMP_FWD);
+	return TC_ACT_OK;
+}
+
+/* ------------------------------------------------------------ hooks */
+
+static __always_inline int sy_icmp(struct __sk_buff *skb, struct sy_pkt *p, int egress)
+{
+	int r = p->family == 4 ? sy_icmp4(skb, p, egress) : sy_icmp6(skb, p, egress);
+
+	if (r == SY_PARSED)
+		return TC_ACT_UNSPEC;
+	if (r == TC_ACT_OK)
+		return TC_ACT_OK;
+	/* A quote we cannot read: leave the error alone, never half-translated. */
+	sy_tc_count(r);
+	return TC_ACT_UNSPEC;
+}
+
+static __always_inline int sy_tc_handle(struct __sk_buff *skb, int egress)
+{
+	struct sy_pkt p = {};
+	int r = sy_parse(skb, &p);
+
+	if (r != SY_PARSED) {
+		sy_tc_count(r);
+		return TC_ACT_UNSPEC;
+	}
+	if (p.proto == IPPROTO_TCP || p.proto == IPPROTO_UDP) {
+		if (p.family == 4)
+			return egress ? sy_rev4(skb, &p) : sy_fwd4(skb, &p);
+		return egress ? sy_rev6(skb, &p) : sy_fwd6(skb, &p);
+	}
+	if (sy_is_icmp_error(&p))
+		return sy_icmp(skb, &p, egress);
+	/* Echo, neighbour discovery and the like: not ours, and not worth a counter. */
+	return TC_ACT_UNSPEC;
+}
+
+SEC("tc")
+int sy_tc_ingress(struct __sk_buff *skb) { return sy_tc_handle(skb, 0); }
+
+SEC("tc")
+int sy_tc_egress(struct __sk_buff *skb) { return sy_tc_handle(skb, 1); }
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,368 @@
+/**
+ * The tc programs on crafted packets (BPF_PROG_TEST_RUN): each test sends a
+ * packet in, and checks the verdict, the packet that comes out (addresses,
+ * ports, every checksum) and the counters. Maps are programmed by the real
+ * reconciler from Frontend objects, as the agent does.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { TcHarness, TC_ACT_OK, TC_ACT_SHOT, TC_ACT_UNSPEC, backend, external, requireBpf } from './harness.js';
+import { ICMP, ICMP6, TCP, TH_ACK, TH_FIN, TH_PSH, TH_RST, TH_SYN, UDP, eth, icmpError, ip, l4, packet } from './packets.js';
+import type { Frontend } from '../../src/model/types.js';
+import { DEFAULT_MASQ_MARK } from '../../src/dataplane/tc.js';
+
+const N1 = '10.0.0.11';
+const N2 = '10.0.0.12';
+const N1v6 = 'fd10::11';
+const CLIENT = '10.0.0.100';
+const CLIENT6 = 'fd10::100';
+const LB = '10.0.100.10';
+const LB_LOCAL_NONE = '10.0.100.20';
+const B_LOCAL = '10.244.1.10';
+const B_REMOTE = '10.244.2.10';
+const B_REMOTE2 = '10.244.2.11';
+const B6_LOCAL = 'fd10:244:1::a';
+const B6_REMOTE = 'fd10:244:2::a';
+
+const webBackends = () => [backend(B_LOCAL, 8080, true), backend(B_REMOTE, 8080, false)];
+
+function frontends(extra: Frontend[] = []): Frontend[] {
+  return [
+    external(N1, 30080, webBackends(), { name: 'web' }),
+    external(N2, 30080, webBackends(), { name: 'web' }),
+    external(N1, 30053, [backend(B_REMOTE, 5353, false, 'UDP')], { protocol: 'UDP', name: 'dns' }),
+    external(LB, 80, [backend(B_LOCAL, 8080, true)], { type: 'LoadBalancer', local: true, sourceRanges: ['10.0.0.0/25'], name: 'lb' }),
+    external(LB_LOCAL_NONE, 80, [], { type: 'LoadBalancer', local: true, name: 'lb-nolocal' }),
+    external(N1, 30090, [], { name: 'empty' }),
+    external(N1v6, 30080, [backend(B6_LOCAL, 8080, true), backend(B6_REMOTE, 8080, false)], { name: 'web6' }),
+    ...extra,
+  ];
+}
+
+describe('tc programs on crafted packets', () => {
+  let h: TcHarness;
+  const root = `/sys/fs/bpf/switchyard-tctest-${process.pid}`;
+
+  before(() => {
+    requireBpf();
+    h = new TcHarness(root);
+    h.apply(frontends());
+  });
+  after(() => h?.close());
+
+  const delta = (before: Record<string, bigint>, name: string) => Number(h.counters()[name] - before[name]);
+
+  test('a TCP SYN to a NodePort is translated to a backend with valid checksums; the flow keeps its backend', () => {
+    const syn = packet(4, CLIENT, N1, { proto: 'tcp', sport: 40000, dport: 30080, flags: TH_SYN });
+    const r = h.run('ingress', syn);
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.equal(r.pkt.src, CLIENT, 'client address preserved by the DNAT');
+    assert.ok([B_LOCAL, B_REMOTE].includes(r.pkt.dst), `went to a backend: ${r.pkt.dst}`);
+    assert.equal(r.pkt.dport, 8080);
+    assert.equal(r.pkt.sport, 40000);
+    assert.deepEqual(r.pkt.csumErrors, []);
+    assert.equal(r.pkt.payload.toString(), 'hello\n', 'payload untouched');
+    // The masquerade mark is set exactly when the backend is on another node.
+    assert.equal((r.mark & DEFAULT_MASQ_MARK) !== 0, r.pkt.dst === B_REMOTE, `mark 0x${r.mark.toString(16)} for ${r.pkt.dst}`);
+    for (let i = 0; i < 5; i++) {
+      const again = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 40000, dport: 30080, flags: TH_ACK | TH_PSH }));
+      assert.equal(again.pkt.dst, r.pkt.dst, 'same flow, same backend');
+    }
+  });
+
+  test('the reply is translated back to the NodePort on egress', () => {
+    const first = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 40001, dport: 30080, flags: TH_SYN }));
+    const be = first.pkt.dst;
+    const c0 = h.counters();
+    const reply = h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: 40001, flags: TH_SYN | TH_ACK }));
+    assert.equal(reply.verdict, TC_ACT_OK);
+    assert.equal(reply.pkt.src, N1);
+    assert.equal(reply.pkt.sport, 30080);
+    assert.equal(reply.pkt.dst, CLIENT);
+    assert.equal(reply.pkt.dport, 40001);
+    assert.deepEqual(reply.pkt.csumErrors, []);
+    assert.equal(delta(c0, 'xlate_rev'), 1);
+  });
+
+  test('traffic that is not for a frontend passes untouched, both ways', () => {
+    const p = packet(4, CLIENT, N1, { proto: 'tcp', sport: 40002, dport: 22, flags: TH_SYN });
+    const r = h.run('ingress', p);
+    assert.equal(r.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r.out, p);
+    const q = packet(4, B_LOCAL, CLIENT, { proto: 'tcp', sport: 8080, dport: 50000, flags: TH_ACK });
+    const e = h.run('egress', q);
+    assert.equal(e.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(e.out, q);
+  });
+
+  test('UDP: a datagram with a checksum keeps a valid one, a datagram without one keeps none', () => {
+    const withSum = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41000, dport: 30053 }));
+    assert.equal(withSum.verdict, TC_ACT_OK);
+    assert.equal(withSum.pkt.dst, B_REMOTE);
+    assert.equal(withSum.pkt.dport, 5353);
+    assert.notEqual(withSum.pkt.l4csum, 0);
+    assert.deepEqual(withSum.pkt.csumErrors, []);
+    assert.ok(withSum.mark & DEFAULT_MASQ_MARK, 'remote backend: marked for masquerade');
+    const noSum = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41001, dport: 30053, noChecksum: true }));
+    assert.equal(noSum.verdict, TC_ACT_OK);
+    assert.equal(noSum.pkt.dst, B_REMOTE);
+    assert.equal(noSum.pkt.l4csum, 0, 'zero UDP checksum stays zero');
+    assert.deepEqual(noSum.pkt.csumErrors, []);
+    const reply = h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'udp', sport: 5353, dport: 41001, noChecksum: true }));
+    assert.equal(reply.pkt.src, N1);
+    assert.equal(reply.pkt.sport, 30053);
+    assert.equal(reply.pkt.l4csum, 0);
+  });
+
+  test('IPv4 options are walked: the packet is translated and the options kept', () => {
+    const opts = Buffer.from([1, 1, 1, 0]); // NOP NOP NOP EOL
+    const c0 = h.counters();
+    const r = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 40003, dport: 30080, flags: TH_SYN }, { options: opts }));
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.ok([B_LOCAL, B_REMOTE].includes(r.pkt.dst));
+    assert.equal(r.pkt.dport, 8080);
+    assert.deepEqual(r.pkt.csumErrors, []);
+    assert.equal(r.out[14] & 0xf, 6, 'IHL still 6');
+    assert.deepEqual(r.out.subarray(34, 38), opts);
+    assert.equal(delta(c0, 'ip_options'), 1);
+  });
+
+  test('fragments pass untouched and are counted (first and later fragments)', () => {
+    const c0 = h.counters();
+    const first = packet(4, CLIENT, N1, { proto: 'udp', sport: 41002, dport: 30053 }, { frag: 0x2000 });
+    const later = eth(4, ip(4, { src: CLIENT, dst: N1, proto: UDP, frag: 0x0003 }, Buffer.alloc(24, 7)));
+    for (const f of [first, later]) {
+      const r = h.run('ingress', f);
+      assert.equal(r.verdict, TC_ACT_UNSPEC);
+      assert.deepEqual(r.out, f);
+    }
+    assert.equal(delta(c0, 'pass_fragment'), 2);
+  });
+
+  test('truncated and malformed headers pass untouched and are counted', () => {
+    const c0 = h.counters();
+    const full = packet(4, CLIENT, N1, { proto: 'tcp', sport: 40004, dport: 30080, flags: TH_SYN });
+    // (BPF_PROG_TEST_RUN itself refuses frames shorter than Ethernet + IPv4 header.)
+    const cutTcp = full.subarray(0, 14 + 20 + 10); // TCP header cut short
+    const udp = packet(4, CLIENT, N1, { proto: 'udp', sport: 40004, dport: 30053 });
+    const cutUdp = udp.subarray(0, 14 + 20 + 4); // UDP header cut short
+    const lying = Buffer.from(full);
+    lying.writeUInt16BE(200, 16); // IPv4 total length beyond the frame (checksum fixed below)
+    lying.writeUInt16BE(0, 24);
+    const v6 = packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: 40004, dport: 30080, flags: TH_SYN }, { ext: [{ type: 0, body: Buffer.from([1, 4, 0, 0, 0, 0]) }] });
+    const cutExt = v6.subarray(0, 14 + 40 + 1); // hop-by-hop header cut short
+    for (const f of [cutTcp, cutUdp, lying, cutExt]) {
+      const r = h.run('ingress', f);
+      assert.equal(r.verdict, TC_ACT_UNSPEC);
+      assert.deepEqual(r.out, f);
+    }
+    const badIhl = Buffer.from(full);
+    badIhl[14] = 0x44; // IHL 4
+    assert.equal(h.run('ingress', badIhl).verdict, TC_ACT_UNSPEC);
+    const badDoff = Buffer.from(full);
+    badDoff[14 + 20 + 12] = 0x40; // TCP data offset 4
+    assert.equal(h.run('ingress', badDoff).verdict, TC_ACT_UNSPEC);
+    assert.equal(delta(c0, 'pass_truncated'), 4);
+    assert.equal(delta(c0, 'pass_malformed'), 2);
+  });
+
+  test('non-IP frames and other L4 protocols pass and are counted', () => {
+    const c0 = h.counters();
+    const arp = Buffer.concat([Buffer.from('ffffffffffff020000000001', 'hex'), Buffer.from([0x08, 0x06]), Buffer.alloc(28)]);
+    assert.equal(h.run('ingress', arp).verdict, TC_ACT_UNSPEC);
+    const gre = eth(4, ip(4, { src: CLIENT, dst: N1, proto: 47 }, Buffer.alloc(8)));
+    const r = h.run('ingress', gre);
+    assert.equal(r.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r.out, gre);
+    assert.equal(delta(c0, 'pass_non_ip'), 1);
+    assert.equal(delta(c0, 'pass_other_l4'), 1);
+  });
+
+  test('IPv6: hop-by-hop and destination options are walked; routing and fragment headers pass', () => {
+    const pad = Buffer.from([1, 4, 0, 0, 0, 0]); // PadN, fills the 8-byte header
+    const hbh = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: 40005, dport: 30080, flags: TH_SYN }, { ext: [{ type: 0, body: pad }, { type: 60, body: pad }] }));
+    assert.equal(hbh.verdict, TC_ACT_OK);
+    assert.ok([B6_LOCAL, B6_REMOTE].includes(hbh.pkt.dst), hbh.pkt.dst);
+    assert.equal(hbh.pkt.dport, 8080);
+    assert.deepEqual(hbh.pkt.csumErrors, []);
+
+    const c0 = h.counters();
+    const routing = packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: 40006, dport: 30080, flags: TH_SYN }, { ext: [{ type: 43, body: Buffer.from([0, 0, 0, 0, 0, 0]) }] });
+    const r = h.run('ingress', routing);
+    assert.equal(r.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r.out, routing);
+    const frag = packet(6, CLIENT6, N1v6, { proto: 'udp', sport: 40007, dport: 30080 }, { ext: [{ type: 44, body: Buffer.from([0, 1, 0, 0, 0, 9]) }] });
+    assert.equal(h.run('ingress', frag).verdict, TC_ACT_UNSPEC);
+    assert.equal(delta(c0, 'pass_ipv6_ext'), 1);
+    assert.equal(delta(c0, 'pass_fragment'), 1);
+  });
+
+  test('IPv6 NodePort: translated with a valid checksum over the new pseudo header, and back', () => {
+    const r = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: 40008, dport: 30080, flags: TH_SYN }));
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.ok([B6_LOCAL, B6_REMOTE].includes(r.pkt.dst));
+    assert.equal(r.pkt.src, CLIENT6);
+    assert.deepEqual(r.pkt.csumErrors, []);
+    const back = h.run('egress', packet(6, r.pkt.dst, CLIENT6, { proto: 'tcp', sport: 8080, dport: 40008, flags: TH_SYN | TH_ACK }));
+    assert.equal(back.verdict, TC_ACT_OK);
+    assert.equal(back.pkt.src, N1v6);
+    assert.equal(back.pkt.sport, 30080);
+    assert.deepEqual(back.pkt.csumErrors, []);
+  });
+
+  test('an ICMP "fragmentation needed" from the backend reaches the client about the frontend', () => {
+    const syn = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 40009, dport: 30080, flags: TH_SYN }));
+    const be = syn.pkt.dst;
+    // The backend's node quotes the packet as it saw it: client → backend:8080.
+    const quoted = syn.out.subarray(14);
+    const err = icmpError(4, be, CLIENT, 3, 4, quoted, undefined, 1400);
+    const c0 = h.counters();
+    const r = h.run('egress', err);
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.equal(r.pkt.proto, ICMP);
+    assert.equal(r.pkt.src, N1, 'the error comes from the address the client dialled');
+    assert.equal(r.pkt.dst, CLIENT);
+    assert.ok(r.pkt.inner);
+    assert.equal(r.pkt.inner.src, CLIENT);
+    assert.equal(r.pkt.inner.dst, N1);
+    assert.equal(r.pkt.inner.sport, 40009);
+    assert.equal(r.pkt.inner.dport, 30080);
+    assert.deepEqual(r.pkt.csumErrors, [], 'outer IP, ICMP, quoted IP and quoted TCP checksums');
+    assert.equal(delta(c0, 'icmp_rev'), 1);
+    // A router's error (source is not the backend) keeps its source; only the quote changes.
+    const fromRouter = h.run('egress', icmpError(4, '10.0.0.1', CLIENT, 11, 0, quoted));
+    assert.equal(fromRouter.pkt.src, '10.0.0.1');
+    assert.equal(fromRouter.pkt.inner!.dst, N1);
+    assert.deepEqual(fromRouter.pkt.csumErrors, []);
+    // A short quote (IP header + 8 bytes, as RFC 792 allows) is translated too.
+    const short = h.run('egress', icmpError(4, be, CLIENT, 3, 4, quoted, 28));
+    assert.equal(short.verdict, TC_ACT_OK);
+    assert.equal(short.pkt.inner!.dport, 30080);
+    assert.deepEqual(short.pkt.csumErrors, []);
+  });
+
+  test('an ICMP "port unreachable" from the client reaches the backend about the backend', () => {
+    const q = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41003, dport: 30053 }));
+    assert.equal(q.pkt.dst, B_REMOTE);
+    // The client got the reply from N1:30053 and answers with an error quoting it.
+    const replySeen = ip(4, { src: N1, dst: CLIENT, proto: UDP }, l4(4, N1, CLIENT, { proto: 'udp', sport: 30053, dport: 41003 }));
+    const c0 = h.counters();
+    const r = h.run('ingress', icmpError(4, CLIENT, N1, 3, 3, replySeen));
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.equal(r.pkt.dst, B_REMOTE, 'the error goes to the backend');
+    assert.equal(r.pkt.inner!.src, B_REMOTE);
+    assert.equal(r.pkt.inner!.sport, 5353);
+    assert.equal(r.pkt.inner!.dst, CLIENT);
+    assert.deepEqual(r.pkt.csumErrors, []);
+    assert.ok(r.mark & DEFAULT_MASQ_MARK, 'follows its flow through the masquerade rule');
+    assert.equal(delta(c0, 'icmp_fwd'), 1);
+    // An error about something that was never translated passes untouched.
+    const other = icmpError(4, CLIENT, N1, 3, 3, ip(4, { src: N1, dst: CLIENT, proto: UDP }, l4(4, N1, CLIENT, { proto: 'udp', sport: 53, dport: 41003 })));
+    const o = h.run('ingress', other);
+    assert.equal(o.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(o.out, other);
+  });
+
+  test('ICMPv6 "packet too big" from the backend is translated with the pseudo-header checksum', () => {
+    const syn = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: 40010, dport: 30080, flags: TH_SYN }));
+    const be = syn.pkt.dst;
+    const r = h.run('egress', icmpError(6, be, CLIENT6, 2, 0, syn.out.subarray(14), undefined, 1280));
+    assert.equal(r.verdict, TC_ACT_OK);
+    assert.equal(r.pkt.proto, ICMP6);
+    assert.equal(r.pkt.src, N1v6);
+    assert.equal(r.pkt.inner!.dst, N1v6);
+    assert.equal(r.pkt.inner!.dport, 30080);
+    assert.deepEqual(r.pkt.csumErrors, []);
+  });
+
+  test('loadBalancerSourceRanges: sources inside pass, others are dropped and counted', () => {
+    const ok = h.run('ingress', packet(4, CLIENT, LB, { proto: 'tcp', sport: 40011, dport: 80, flags: TH_SYN }));
+    assert.equal(ok.verdict, TC_ACT_OK);
+    assert.equal(ok.pkt.dst, B_LOCAL);
+    assert.equal(ok.mark & DEFAULT_MASQ_MARK, 0, 'Local policy: never masqueraded');
+    const c0 = h.counters();
+    const no = h.run('ingress', packet(4, '10.0.0.200', LB, { proto: 'tcp', sport: 40012, dport: 80, flags: TH_SYN }));
+    assert.equal(no.verdict, TC_ACT_SHOT);
+    assert.equal(delta(c0, 'drop_source_range'), 1);
+  });
+
+  test('externalTrafficPolicy Local without local endpoints drops; Cluster without any endpoint drops; both counted', () => {
+    const c0 = h.counters();
+    assert.equal(h.run('ingress', packet(4, CLIENT, LB_LOCAL_NONE, { proto: 'tcp', sport: 40013, dport: 80, flags: TH_SYN })).verdict, TC_ACT_SHOT);
+    assert.equal(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 40014, dport: 30090, flags: TH_SYN })).verdict, TC_ACT_SHOT);
+    assert.equal(delta(c0, 'drop_no_local_backend'), 1);
+    assert.equal(delta(c0, 'drop_no_backend'), 1);
+  });
+
+  test('an established flow keeps its backend when a backend is added; a removed backend loses its flows', () => {
+    // Find a flow that went to B_REMOTE.
+    let sport = 42000;
+    let first;
+    for (;; sport++) {
+      first = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+      if (first.pkt.dst === B_REMOTE) break;
+    }
+    h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    const withWeb = (bes: ReturnType<typeof webBackends>) =>
+      frontends().map((f) => (f.port === 30080 && f.family === 4 ? external(f.addr, 30080, bes, { name: 'web' }) : f));
+    h.apply(withWeb([...webBackends(), backend(B_REMOTE2, 8080, false)]));
+    for (let i = 0; i < 3; i++) {
+      const r = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK }));
+      assert.equal(r.pkt.dst, B_REMOTE, 'still the same backend after the addition');
+    }
+    // New flows do reach the added backend.
+    const seen = new Set<string>();
+    for (let p = 43000; p < 43200; p++) seen.add(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: p, dport: 30080, flags: TH_SYN })).pkt.dst);
+    assert.deepEqual([...seen].sort(), [B_LOCAL, B_REMOTE, B_REMOTE2].sort());
+    // Remove B_REMOTE: its flow moves on (the next packet goes elsewhere, the backend would answer RST).
+    h.apply(withWeb([backend(B_LOCAL, 8080, true), backend(B_REMOTE2, 8080, false)]));
+    const moved = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK }));
+    assert.notEqual(moved.pkt.dst, B_REMOTE);
+    h.apply(frontends());
+  });
+
+  test('TCP close tracking: after RST a new SYN on the same ports is balanced afresh; FIN both ways shortens the timeout', () => {
+    const sport = 44000;
+    const a = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    h.run('egress', packet(4, a.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_RST | TH_ACK }));
+    const key = { saddr: CLIENT, daddr: N1, sport, dport: 30080, proto: TCP, dir: 0 };
+    const st = h.tc.ct4.lookup(key)!;
+    assert.ok(st.flags & (1 << 4), 'RST recorded');
+    const c0 = h.counters();
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    assert.equal(delta(c0, 'new_flow'), 1, 'a SYN after RST starts a new flow');
+    const s2 = 44001;
+    const b = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: s2, dport: 30080, flags: TH_SYN }));
+    h.run('egress', packet(4, b.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: s2, flags: TH_SYN | TH_ACK }));
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: s2, dport: 30080, flags: TH_FIN | TH_ACK }));
+    h.run('egress', packet(4, b.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: s2, flags: TH_FIN | TH_ACK }));
+    const f = h.tc.ct4.lookup({ ...key, sport: s2 })!;
+    assert.equal(f.flags & 0b11110, 0b01110, `replied + FIN both ways: flags 0x${f.flags.toString(16)}`);
+  });
+});
+
+describe('backend choice does not depend on the node', () => {
+  test('two nodes with their own maps pick the same backend for the same flow', () => {
+    requireBpf();
+    const a = new TcHarness(`/sys/fs/bpf/switchyard-tctest-a-${process.pid}`);
+    const b = new TcHarness(`/sys/fs/bpf/switchyard-tctest-b-${process.pid}`);
+    try {
+      const bes = [backend(B_LOCAL, 8080, true, 'TCP', 'n1'), backend(B_REMOTE, 8080, false, 'TCP', 'n2'), backend(B_REMOTE2, 8080, false, 'TCP', 'n2')];
+      // Node b sees the locality the other way round and has other frontends first (other ids).
+      a.apply([external(N1, 30080, bes, { name: 'web' })]);
+      b.apply([external(N2, 31000, bes, { name: 'x' }), external(N2, 30080, bes.map((x) => ({ ...x, local: !x.local })), { name: 'web' })]);
+      const seen = new Set<string>();
+      for (let sport = 45000; sport < 45300; sport++) {
+        const ra = a.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+        const rb = b.run('ingress', packet(4, CLIENT, N2, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+        assert.equal(rb.pkt.dst, ra.pkt.dst, `client port ${sport}`);
+        seen.add(ra.pkt.dst);
+      }
+      assert.equal(seen.size, 3, 'and the flows spread over all backends');
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+});
+
