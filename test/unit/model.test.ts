@@ -465,7 +465,7 @@ describe('ignored Services', () => {
       ],
       es,
     );
-    assert.deepEqual(s, { frontends: [], rejected: [] });
+    assert.deepEqual(s, { frontends: [], rejected: [], healthChecks: [] });
   });
 
   test('serviceProxyName option selects only Services carrying that label value', () => {
