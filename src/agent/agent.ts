@@ -18,6 +18,7 @@ import type { PinnedNames } from '../dataplane/names.js';
 
 /** EndpointSlice annotation the EndpointSlice controller sets; kube-proxy measures programming latency from it. */
 export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
 
 export interface AgentDeps {
   nodeName: string;
@@ -27,6 +28,8 @@ export interface AgentDeps {
   logger: Logger;
   metrics: AgentMetrics;
   serviceProxyName?: string;
+  /** The tc path (NodePort, LoadBalancer, externalIPs from outside); absent: socket LB only. */
+  northSouth?: NorthSouth;
   now?: () => number;
   /** Pinned id → name maps, rewritten (difference only) after every sync. */
   names?: PinnedNames;
@@ -50,6 +53,7 @@ export interface AgentStatus {
   lastSync?: SyncResult & { at: string };
   rejected: Rejection[];
   resync?: ResyncStatus;
+  northSouth?: NorthSouthStatus;
 }
 
 function rejectionKey(r: Rejection): string {
@@ -82,6 +86,8 @@ export class Agent {
   private readonly startedAt: number;
   private namesTimer?: NodeJS.Timeout;
   private namesLastAt = 0;
+  /** Settles when the health check ports match the last applied snapshot (tests wait on it). */
+  lastHealthSync?: Promise<void>;
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
@@ -215,6 +221,7 @@ export class Agent {
       lastSync: this.lastSync,
       rejected: this.rejected,
       resync: this.resyncState,
+      ...(this.d.northSouth ? { northSouth: this.d.northSouth.status() } : {}),
     };
   }
 
@@ -225,8 +232,9 @@ export class Agent {
     const { logger, metrics } = this.d;
     try {
       const node = s.nodes.find((n) => n.metadata?.name === this.d.nodeName);
+      const nodeInfo = nodeInfoFrom(this.d.nodeName, node);
       const desired = buildDesiredState(
-        { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfoFrom(this.d.nodeName, node) },
+        { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
         { serviceProxyName: this.d.serviceProxyName },
         this.modelCache,
       );
@@ -243,9 +251,11 @@ export class Agent {
       }
       for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
+      this.d.northSouth?.prepare(desired.frontends);
       const res = this.d.reconciler.apply(desired.frontends);
       this.synced = true;
       this.scheduleNames();
+      this.d.northSouth?.finish();
       for (const e of res.errors) {
         logger.error({ frontend: e.frontend, servicePort: e.servicePort, reason: e.reason }, 'entry not programmed');
       }
@@ -255,6 +265,7 @@ export class Agent {
         logger.info({ links: this.attached.map((l) => `${l.program}:${l.how}`) }, 'socket hooks attached');
         this.ready = true;
       }
+      this.lastHealthSync = this.d.northSouth?.afterApply(desired, nodeInfo.addresses);
       const secs = Number(process.hrtime.bigint() - t0) / 1e9;
       const at = this.now();
       metrics.syncDuration.observe(secs);

@@ -38,6 +38,19 @@ export function agentMetrics(registry: Registry) {
   };
 }
 
+/** Counters of the tc path (sy_tc_stats), read from the kernel at scrape time. */
+export function registerTcMetrics(registry: Registry, tc: { counters(): Record<string, bigint> }): void {
+  new Gauge({
+    name: 'switchyard_tc_packets',
+    help: 'Packets and flows seen by the tc programs since the maps were created, by event (new_flow, xlate_fwd, drop_*, pass_*, ...).',
+    labelNames: ['event'],
+    registers: [registry],
+    collect() {
+      for (const [k, v] of Object.entries(tc.counters())) this.set({ event: k }, Number(v));
+    },
+  });
+}
+
 export type AgentMetrics = ReturnType<typeof agentMetrics>;
 
 export interface DatapathMetricsDeps {

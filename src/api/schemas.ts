@@ -221,5 +221,29 @@ export const statusResponse = {
       type: 'array',
       items: { type: 'object', properties: { kind: str, namespace: str, name: str, reason: str } },
     },
+    northSouth: {
+      type: 'object',
+      description: 'the tc path (docs/north-south.md); absent when the agent runs without it (--devices none)',
+      properties: {
+        devices: { type: 'array', items: str },
+        attached: {
+          type: 'array',
+          items: { type: 'object', properties: { device: str, ifindex: int, direction: str, mode: str, progId: int, how: str } },
+        },
+        pendingReason: str,
+        iptables: { type: 'object', properties: { mode: str, why: str, rules: int } },
+        sysctls: { type: 'object', additionalProperties: str },
+        healthCheckPorts: { type: 'array', items: { type: 'object', properties: { port: int, service: str, localEndpoints: int } } },
+        lastExternalSync: {
+          type: 'object',
+          properties: {
+            written: { type: 'object', properties: { flags: int, ranges: int } },
+            deleted: { type: 'object', properties: { flags: int, ranges: int } },
+            errors: { type: 'array', items: str },
+          },
+        },
+        counters: { type: 'object', description: 'sy_tc_stats by event, summed over CPUs', additionalProperties: str },
+      },
+    },
   },
 } as const;

@@ -8,6 +8,7 @@
  * same thing, since both use dataplane/inspect.ts. Drift needs the agent: the
  * desired state lives there.
  */
+import http from 'node:http';
 import { stringify } from 'yaml';
 import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../dataplane/inspect.js';
 import { mapStats, openPinnedMaps } from '../dataplane/maps.js';
@@ -43,17 +44,41 @@ export function splitAddr(a: string): { host: string; port: number } {
   return { host: a.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
+/** Where the agent's API listens by default (kube-proxy's metrics port; 10256 is the health port). */
+export const DEFAULT_API_ADDR = '127.0.0.1:10249';
+
+/** GET over a unix socket (an agent in another network namespace serves its API there too). */
+function unixGet(socketPath: string, path: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ socketPath, path }, (res) => {
+      let b = '';
+      res.on('data', (d) => (b += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: b }));
+    });
+    req.on('error', (e) => reject(new Error(`cannot reach the agent at ${socketPath} (${(e as NodeJS.ErrnoException).code ?? e.message}); is it running?`)));
+  });
+}
+
 /** GET from the agent; an error answer becomes an Error carrying the API's message. */
 export async function apiGet(apiAddr: string | undefined, path: string): Promise<any> {
-  const { host, port } = splitAddr(apiAddr ?? '127.0.0.1:10256');
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`;
-  let r: Response;
-  try {
-    r = await fetch(url);
-  } catch (e) {
-    throw new Error(`cannot reach the agent at ${host}:${port} (${(e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message}); is it running? (--api-addr, or --bpf-root to read the pins)`);
+  let r: { ok: boolean; status: number };
+  let text: string;
+  if (apiAddr?.startsWith('unix:')) {
+    const u = await unixGet(apiAddr.slice(5), path);
+    r = { ok: u.status >= 200 && u.status < 300, status: u.status };
+    text = u.text;
+  } else {
+    const { host, port } = splitAddr(apiAddr ?? DEFAULT_API_ADDR);
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`;
+    let res: Response;
+    try {
+      res = await fetch(url);
+    } catch (e) {
+      throw new Error(`cannot reach the agent at ${host}:${port} (${(e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message}); is it running? (--api-addr, --api-socket, or --bpf-root to read the pins)`);
+    }
+    r = res;
+    text = await res.text();
   }
-  const text = await r.text();
   let body: any;
   try {
     body = JSON.parse(text);

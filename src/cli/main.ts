@@ -19,15 +19,21 @@ import { datapathMaps } from '../dataplane/maps.js';
 import { resolveNames } from '../dataplane/inspect.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { probeFeatures } from '../dataplane/features.js';
-import { driftCommand, mapsCommand, statusCommand } from './inspect.js';
+import { DEFAULT_API_ADDR, driftCommand, mapsCommand, statusCommand } from './inspect.js';
+import { unlinkSync } from 'node:fs';
+import { DEFAULT_MASQ_MARK, TcDatapath, cleanupTcFilters, type TcAttachMode } from '../dataplane/tc.js';
+import { DEFAULT_MASQ_PORTS, removeMasqRules, type IptablesMode } from '../dataplane/iptables.js';
+import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
+import { NorthSouth } from '../agent/northsouth.js';
+import { registerTcMetrics } from '../agent/metrics.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
 Usage:
   switchyard agent   --node-name N --source file:PATH [options]
-  switchyard cleanup [--cgroup PATH] [--bpf-root DIR]
-  switchyard status  [--api-addr HOST:PORT | --bpf-root DIR] [-o table|json|yaml]
-  switchyard maps    services|backends|maglev SVC|flows|affinity [--api-addr HOST:PORT | --bpf-root DIR]
+  switchyard cleanup [--cgroup PATH] [--bpf-root DIR]   (in the agent's network namespace: also tc and iptables)
+  switchyard status  [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR] [-o table|json|yaml]
+  switchyard maps    services|backends|maglev SVC|flows|affinity [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
@@ -38,7 +44,18 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --source file:PATH      YAML file or directory of Services/EndpointSlices/Nodes   [required]
   --cgroup PATH           cgroup v2 directory to attach the socket hooks to        [cgroup v2 root, found in /proc/self/mountinfo]
   --bpf-root DIR          bpffs directory for this agent's pins                    [/sys/fs/bpf/switchyard]
-  --api-addr HOST:PORT    REST API, health and metrics                             [127.0.0.1:10256]
+  --api-addr HOST:PORT    REST API, readiness and metrics                          [${DEFAULT_API_ADDR}]
+  --api-socket PATH       serve the REST API on this unix socket too
+  --healthz-addr HOST:PORT  kube-proxy's health endpoint (/healthz, /livez) for load balancers;
+                          "off" disables it                                        [0.0.0.0:10256]
+  --devices LIST          devices for the tc path (NodePort, LoadBalancer, externalIPs), comma
+                          separated; "none" disables the tc path                   [devices holding a node address]
+  --tc-attach MODE        auto | tcx | clsact                                      [auto: TCX where the kernel has it]
+  --masquerade-bit B      skb->mark bit asking for masquerade (a single bit)       [0x1000]
+  --masquerade-ports R    source ports of masqueraded flows (above the NodePort range) [32768-65535]
+  --iptables-mode M       auto | nft | legacy                                      [auto: whichever the host uses]
+  --skip-sysctls          leave ip_forward / send_redirects alone
+  --ct-entries N          flow entries of the tc path per family (two per flow)    [${DEFAULTS.ctEntries}]
   --maglev-table-size M   Maglev table size, a prime in ${MAGLEV_PRIMES[0]}…${MAGLEV_PRIMES[MAGLEV_PRIMES.length - 1]}   [${DEFAULT_MAGLEV_SIZE}]
   --maglev-fixed          every table has exactly M slots; default sizes each table from its
                           backend count (>= 100 slots per backend) with M as the upper bound
@@ -49,7 +66,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
   --log-level L           pino level                                               [info]
 
-Inspection (maps, status, drift) asks the agent's API at --api-addr [127.0.0.1:10256]; with --bpf-root
+Inspection (maps, status, drift) asks the agent's API at --api-addr [${DEFAULT_API_ADDR}] or --api-socket; with --bpf-root
 it reads the pinned maps directly instead (root; no agent needed). SVC for maglev: namespace/name[:port]
 or a svc id. flows and affinity are paginated: every page is fetched unless --limit is given.
 `;
@@ -60,6 +77,15 @@ const agentOptions = {
   cgroup: { type: 'string' },
   'bpf-root': { type: 'string' },
   'api-addr': { type: 'string' },
+  'api-socket': { type: 'string' },
+  'healthz-addr': { type: 'string' },
+  devices: { type: 'string' },
+  'tc-attach': { type: 'string' },
+  'masquerade-bit': { type: 'string' },
+  'masquerade-ports': { type: 'string' },
+  'iptables-mode': { type: 'string' },
+  'skip-sysctls': { type: 'boolean' },
+  'ct-entries': { type: 'string' },
   'maglev-table-size': { type: 'string' },
   'maglev-fixed': { type: 'boolean' },
   'max-services': { type: 'string' },
@@ -113,15 +139,30 @@ async function runAgent(o: Opts): Promise<number> {
   const cgroupPath = o.cgroup ?? findCgroup2Root();
   if (!existsSync(cgroupPath)) throw new Error(`--cgroup ${cgroupPath} does not exist`);
   const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
-  const api = splitAddr(o['api-addr'] ?? '127.0.0.1:10256');
+  const api = splitAddr(o['api-addr'] ?? DEFAULT_API_ADDR);
+  const healthzAddr = o['healthz-addr'] ?? '0.0.0.0:10256';
+  const healthz = healthzAddr === 'off' ? undefined : splitAddr(healthzAddr);
   const logger = pino({ level: o['log-level'] ?? 'info', base: { node: o['node-name'] } });
+  const tcOff = o.devices === 'none';
+  const devices = o.devices === undefined || tcOff ? undefined : o.devices.split(',').map((d) => d.trim()).filter(Boolean);
+  const attachMode = (o['tc-attach'] ?? 'auto') as TcAttachMode;
+  if (!['auto', 'tcx', 'clsact'].includes(attachMode)) throw new Error('--tc-attach must be auto, tcx or clsact');
+  const iptablesMode = (o['iptables-mode'] ?? 'auto') as 'auto' | IptablesMode;
+  if (!['auto', 'nft', 'legacy'].includes(iptablesMode)) throw new Error('--iptables-mode must be auto, nft or legacy');
+  const masqMark = o['masquerade-bit'] === undefined ? DEFAULT_MASQ_MARK : Number(o['masquerade-bit']);
+  if (!Number.isInteger(masqMark) || masqMark <= 0 || masqMark > 0xffffffff || (masqMark & (masqMark - 1)) !== 0) {
+    throw new Error(`--masquerade-bit must be a single bit such as 0x1000, got ${JSON.stringify(o['masquerade-bit'])}`);
+  }
+  const masqPorts = o['masquerade-ports'] ?? DEFAULT_MASQ_PORTS;
+  if (!/^\d+-\d+$/.test(masqPorts)) throw new Error('--masquerade-ports must be a range such as 32768-65535');
 
-  const datapath = SocketLbDatapath.load({
-    bpfRoot,
-    cgroupPath,
+  const sizes = {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
     maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
-  });
+    ctEntries: intOpt(o['ct-entries'], 'ct-entries', DEFAULTS.ctEntries),
+  };
+  const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes });
+  const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, ...sizes });
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
   const reconciler = new Reconciler(datapath, sizing);
   const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);
@@ -130,17 +171,35 @@ async function runAgent(o: Opts): Promise<number> {
   const registry = new Registry();
   const metrics = agentMetrics(registry);
   const source = new FileSource(o.source.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
+  let agentRef: Agent | undefined;
+  const hcServers = new HealthCheckServers(() => agentRef?.isReady() ?? false, logger);
+  const northSouth = tc
+    ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
+    : undefined;
   const agent = new Agent({
     nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
-    names, resyncIntervalMs: resyncSec * 1000,
+    names, resyncIntervalMs: resyncSec * 1000, northSouth,
   });
+  agentRef = agent;
   const maps = datapathMaps(datapath);
   const currentNames = () => resolveNames({ reconciler: () => ({ frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }), pinned: names });
   datapathMetrics(registry, { maps, names: currentNames, serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000) });
+  if (tc) registerTcMetrics(registry, tc);
   const features = probeFeatures();
-  const app = buildApp({ agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version });
-  await app.listen({ host: api.host, port: api.port });
-  logger.info({ api: `${api.host}:${api.port}`, cgroup: cgroupPath, bpfRoot, source: o.source, maglev: { size: maglevSize, auto: !o['maglev-fixed'] } }, 'agent started');
+  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version };
+  const apps = [buildApp(appDeps)];
+  await apps[0].listen({ host: api.host, port: api.port });
+  if (o['api-socket']) {
+    if (existsSync(o['api-socket'])) unlinkSync(o['api-socket']);
+    apps.push(buildApp(appDeps));
+    await apps[1].listen({ path: o['api-socket'] });
+  }
+  const proxyHealth = new ProxyHealthServer(() => ({ healthy: agent.isReady(), lastUpdated: new Date(agent.status().lastSync?.at ?? 0) }));
+  if (healthz) await proxyHealth.listen(healthz.host, healthz.port);
+  logger.info(
+    { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, cgroup: cgroupPath, bpfRoot, source: o.source, tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
+    'agent started',
+  );
   await agent.start();
 
   await new Promise<void>((resolve) => {
@@ -152,8 +211,11 @@ async function runAgent(o: Opts): Promise<number> {
     process.once('SIGINT', () => stop('SIGINT'));
   });
   await agent.stop();
-  await app.close();
+  for (const a of apps) await a.close();
+  await proxyHealth.close();
+  await hcServers.close();
   names.close();
+  tc?.close();
   datapath.close();
   return 0;
 }
@@ -161,7 +223,9 @@ async function runAgent(o: Opts): Promise<number> {
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
-  const o = fromEnv(values as Opts);
+  let o = fromEnv(values as Opts);
+  // Inspection commands reach an agent's unix socket through the same address option.
+  if (cmd !== 'agent' && o['api-socket'] && !o['api-addr']) o = { ...o, 'api-addr': `unix:${o['api-socket']}` };
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h' || o.help) {
     process.stdout.write(HELP);
     return 0;
@@ -173,6 +237,7 @@ export async function main(argv: string[]): Promise<number> {
       const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
       const removed = cleanupDatapath(bpfRoot);
       console.log(removed.length ? `removed ${removed.length} pins under ${bpfRoot} (hooks detached)` : `nothing to clean under ${bpfRoot}`);
+      for (const r of [...cleanupTcFilters(), ...removeMasqRules()]) console.log(`removed ${r}`);
       return 0;
     }
     case 'status':

@@ -8,12 +8,17 @@
  *   refused <host> <port>               → { code, ms }
  *   loop <host> <port> <ms>             → { ok, errors: {code: n} }  (one connection after another)
  *   hold <host> <port> <ms> <everyMs>   → { lines: [...], errors }  (one connection kept open)
+ *   udp-pair <hostA> <hostB> <port> <count> <basePort>
+ *                                       → { pairs: [[podA, podB], ...], errors }: from one local port
+ *                                         each, the same datagram to A and to B (same flow but for
+ *                                         the destination address)
+ *   http <url>                          → { status, headers, body }
  */
 import net from 'node:net';
 import dgram from 'node:dgram';
 import { isIPv6 } from 'node:net';
 
-const [cmd, host, portS, a3, a4] = process.argv.slice(2);
+const [cmd, host, portS, a3, a4, a5] = process.argv.slice(2);
 const port = Number(portS);
 
 function tcpOnce(): Promise<{ pod: string; peer: string; saw: string }> {
@@ -155,6 +160,46 @@ async function main(): Promise<unknown> {
         c.on('close', () => resolve());
       });
       return { lines, errors };
+    }
+    case 'udp-pair': {
+      // udp-pair <hostA> <hostB> <port> <count> <basePort>
+      const hostA = host;
+      const hostB = portS;
+      const dport = Number(a3);
+      const count = Number(a4);
+      const base = Number(a5);
+      const pairs: [string, string][] = [];
+      const errors: Record<string, number> = {};
+      const ask = (sock: dgram.Socket, to: string) =>
+        new Promise<string>((resolve, reject) => {
+          const timer = setTimeout(() => { sock.off('message', onMsg); reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })); }, 2000);
+          const onMsg = (msg: Buffer, rinfo: dgram.RemoteInfo) => {
+            if (rinfo.address !== to) return;
+            clearTimeout(timer);
+            sock.off('message', onMsg);
+            resolve(msg.toString().trim().split(' ')[0]);
+          };
+          sock.on('message', onMsg);
+          sock.send('hi\n', dport, to);
+        });
+      for (let i = 0; i < count; i++) {
+        const sock = dgram.createSocket(isIPv6(hostA) ? 'udp6' : 'udp4');
+        try {
+          await new Promise<void>((res, rej) => { sock.once('error', rej); sock.bind(base + i, () => res()); });
+          pairs.push([await ask(sock, hostA), await ask(sock, hostB)]);
+        } catch (e) {
+          bump(errors, code(e));
+        } finally {
+          sock.close();
+        }
+      }
+      return { pairs, errors };
+    }
+    case 'http': {
+      const r = await fetch(host, { signal: AbortSignal.timeout(3000) });
+      const headers: Record<string, string> = {};
+      r.headers.forEach((v, k) => (headers[k] = v));
+      return { status: r.status, headers, body: await r.text() };
     }
     default:
       throw new Error(`unknown command ${cmd}`);

@@ -5,6 +5,9 @@
  *   <p>-<node>            eth0 on the fabric, bridge cni0 for its pods, ip_forward on,
  *                         routes to the other nodes' pod CIDRs
  *   <p>-<pod>             eth0 veth into its node's cni0, default route via the node
+ *   <p>-ext               an external client on the fabric (10.0.0.100, fd10::100): it reaches
+ *                         Services only the way a client outside the cluster would (NodePort,
+ *                         LoadBalancer, externalIPs), through the nodes' tc programs
  *
  * Every process "on" a node (its pods, and clients run there) lives in the
  * node's cgroup, to which that node's agent attaches its socket programs; each
@@ -15,6 +18,7 @@
  * nothing behind after the next down().
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,6 +46,8 @@ export interface LabSpec {
   prefix: string;
   nodes: LabNodeSpec[];
   pods: LabPodSpec[];
+  /** An external client namespace on the fabric; host part of its addresses (10.0.0.<host>, fd10::<host hex>). */
+  external?: { name: string; host: number };
 }
 
 export const POD_TCP_PORTS = [8080, 9090];
@@ -61,6 +67,7 @@ export function defaultSpec(prefix = 'sylab'): LabSpec {
       { name: 'client-n1', node: 'n1', host: 100, server: false },
       { name: 'client-n2', node: 'n2', host: 100, server: false },
     ],
+    external: { name: 'ext', host: 100 },
   };
 }
 
@@ -76,7 +83,7 @@ export interface LabState {
   bpfBase: string;
   namespaces: string[];
   pids: number[];
-  agents: Record<string, { pid: number; apiPort: number }>;
+  agents: Record<string, { pid: number; apiPort: number; apiSocket?: string }>;
 }
 
 function sh(cmd: string, args: string[]): string {
@@ -142,6 +149,22 @@ export class Lab {
     return `fd10:244:${this.node(p.node).index}::${p.host.toString(16)}`;
   }
 
+  /** The external client's addresses. */
+  externalIp(): string {
+    if (!this.spec.external) throw new Error('lab: no external client in this spec');
+    return `10.0.0.${this.spec.external.host}`;
+  }
+
+  externalIp6(): string {
+    if (!this.spec.external) throw new Error('lab: no external client in this spec');
+    return `fd10::${this.spec.external.host.toString(16)}`;
+  }
+
+  externalNs(): string {
+    if (!this.spec.external) throw new Error('lab: no external client in this spec');
+    return this.ns(this.spec.external.name);
+  }
+
   cgroupOf(node: string): string {
     return join(this.state.cgroupBase, node);
   }
@@ -195,6 +218,16 @@ export class Lab {
         sh('ip', ['-n', ns, '-6', 'route', 'add', `fd10:244:${o.index}::/64`, 'via', nodeIp6(o)]);
       }
       mkdirSync(this.cgroupOf(n.name), { recursive: true });
+    }
+
+    if (this.spec.external) {
+      const e = this.spec.external;
+      const ns = this.addNs(e.name);
+      sh('ip', ['-n', fabric, 'link', 'add', e.name, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+      sh('ip', ['-n', fabric, 'link', 'set', e.name, 'master', 'br0', 'up']);
+      sh('ip', ['-n', ns, 'addr', 'add', `${this.externalIp()}/24`, 'dev', 'eth0']);
+      sh('ip', ['-n', ns, '-6', 'addr', 'add', `${this.externalIp6()}/64`, 'dev', 'eth0', 'nodad']);
+      sh('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
     }
 
     this.spec.pods.forEach((p, i) => {
@@ -281,6 +314,43 @@ export class Lab {
     });
   }
 
+  /** Runs the lab client in the external namespace (no node cgroup: no socket hooks apply). */
+  async external<T = any>(args: (string | number)[], timeoutMs = 120_000): Promise<T> {
+    return this.runClient(['ip', 'netns', 'exec', this.externalNs()], args, `external client`, timeoutMs);
+  }
+
+  /** Runs the lab client on a node itself: its network namespace and its cgroup. */
+  async onNode<T = any>(node: string, args: (string | number)[], timeoutMs = 120_000): Promise<T> {
+    return this.runClient(['sh', '-c', `echo $$ > '${this.cgroupOf(node)}/cgroup.procs' && exec "$@"`, 'sh', 'ip', 'netns', 'exec', this.ns(node)], args, `node ${node}`, timeoutMs);
+  }
+
+  private runClient<T>(prefix: string[], args: (string | number)[], where: string, timeoutMs: number): Promise<T> {
+    const argv = [...prefix, process.execPath, join(repoRoot, 'dist/src/lab/client.js'), ...args.map(String)];
+    return new Promise((resolve, reject) => {
+      const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        try {
+          const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
+          if (parsed.fatal) reject(new Error(`client ${args.join(' ')} in ${where}: ${parsed.fatal}`));
+          else resolve(parsed as T);
+        } catch {
+          reject(new Error(`client ${args.join(' ')} in ${where} exited ${code}: ${out}${err}`));
+        }
+      });
+    });
+  }
+
+  /** Runs a command in one of the lab's namespaces and returns its stdout. */
+  exec(nsName: string, cmd: string[]): string {
+    return sh('ip', ['netns', 'exec', this.ns(nsName), ...cmd]);
+  }
+
   /** Writes the Kubernetes objects the agents' file source reads; returns the content version. */
   writeObjects(objects: object[]): string {
     const text = objects.map((o) => stringify(o)).join('---\n');
@@ -303,27 +373,36 @@ export class Lab {
 
   /**
    * Starts the agent of a node with the file source; resolves when /readyz says ready.
-   * The agent runs in the root namespace (it needs bpffs and the cgroup, not the node's network).
+   *
+   * By default the agent runs in the root namespace (the socket hooks need
+   * bpffs and the node's cgroup, not the node's network) with the tc path
+   * off. With `{ netns: true }` it runs in the node's network namespace
+   * (entered with nsenter, so bpffs and cgroupfs stay visible) and serves
+   * the north-south path on the node's devices, like a hostNetwork
+   * DaemonSet; its API is then reached through a unix socket.
    */
-  async startAgent(node: string, apiPort: number, extra: string[] = []): Promise<number> {
+  async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean } = {}): Promise<number> {
     this.node(node);
+    const apiSocket = o.netns ? join(this.state.stateDir, `agent-${node}.sock`) : undefined;
     const argv = [
+      ...(o.netns ? ['nsenter', `--net=/var/run/netns/${this.ns(node)}`, '--'] : []),
       process.execPath, join(repoRoot, 'bin/switchyard.js'), 'agent',
       '--node-name', node,
       '--source', `file:${this.objectsDir()}`,
       '--cgroup', this.cgroupOf(node),
       '--bpf-root', this.bpfRootOf(node),
       '--api-addr', `127.0.0.1:${apiPort}`,
+      ...(apiSocket ? ['--api-socket', apiSocket] : ['--devices', 'none', '--healthz-addr', 'off']),
       ...extra,
     ];
     const pid = this.spawnIn('', null, argv, `agent-${node}.log`);
-    this.state.agents[node] = { pid, apiPort };
+    this.state.agents[node] = { pid, apiPort, apiSocket };
     this.save();
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {
       try {
-        const r = await fetch(`http://127.0.0.1:${apiPort}/readyz`);
-        if (r.ok) return pid;
+        const r = await this.agentGet(node, '/readyz');
+        if (r.status === 200) return pid;
       } catch {
         /* not listening yet */
       }
@@ -335,6 +414,26 @@ export class Lab {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(`agent ${node} not ready after 20 s; log:\n${this.agentLog(node)}`);
+  }
+
+  /** GET on a running agent's API (TCP port in the root namespace, or its unix socket). */
+  async agentGet(node: string, path: string): Promise<{ status: number; body: any }> {
+    const a = this.state.agents[node];
+    if (!a) throw new Error(`lab: agent ${node} is not running`);
+    if (!a.apiSocket) {
+      const r = await fetch(`http://127.0.0.1:${a.apiPort}${path}`);
+      const text = await r.text();
+      return { status: r.status, body: parseMaybe(text) };
+    }
+    return new Promise((resolve, reject) => {
+      const req = http.get({ socketPath: a.apiSocket, path }, (res) => {
+        let b = '';
+        res.on('data', (d) => (b += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parseMaybe(b) }));
+      });
+      req.on('error', reject);
+      req.setTimeout(5000, () => req.destroy(new Error('timeout')));
+    });
   }
 
   agentLog(node: string): string {
@@ -367,11 +466,10 @@ export class Lab {
   /** Waits until every running agent reports that it applied `version` of the objects. */
   async waitApplied(version: string, timeoutMs = 5000): Promise<number> {
     const t0 = Date.now();
-    for (const [node, a] of Object.entries(this.state.agents)) {
+    for (const node of Object.keys(this.state.agents)) {
       for (;;) {
         try {
-          const r = await fetch(`http://127.0.0.1:${a.apiPort}/v1/status`);
-          const s = (await r.json()) as { source?: { appliedVersion?: string } };
+          const s = (await this.agentGet(node, '/v1/status')).body as { source?: { appliedVersion?: string } };
           if (s.source?.appliedVersion === version) break;
         } catch {
           /* restarting */
@@ -466,5 +564,13 @@ export class Lab {
     }
     if (existsSync(stateDir)) rmSync(stateDir, { recursive: true, force: true });
     return removed;
+  }
+}
+
+function parseMaybe(text: string): any {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
   }
 }

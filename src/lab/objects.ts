@@ -6,6 +6,7 @@ export interface PortSpec {
   port: number;
   targetPort: number | string;
   protocol?: 'TCP' | 'UDP';
+  nodePort?: number;
 }
 
 export interface ServiceOpts {
@@ -15,6 +16,13 @@ export interface ServiceOpts {
   affinitySeconds?: number;
   internalTrafficPolicy?: 'Cluster' | 'Local';
   labels?: Record<string, string>;
+  type?: 'ClusterIP' | 'NodePort' | 'LoadBalancer';
+  externalTrafficPolicy?: 'Cluster' | 'Local';
+  healthCheckNodePort?: number;
+  loadBalancerSourceRanges?: string[];
+  /** status.loadBalancer.ingress IPs (ipMode VIP). */
+  loadBalancerIPs?: string[];
+  externalIPs?: string[];
 }
 
 export function service(name: string, o: ServiceOpts): object {
@@ -23,16 +31,21 @@ export function service(name: string, o: ServiceOpts): object {
     kind: 'Service',
     metadata: { name, namespace: o.namespace ?? 'default', labels: o.labels ?? {} },
     spec: {
-      type: 'ClusterIP',
+      type: o.type ?? 'ClusterIP',
       clusterIP: o.clusterIPs[0],
       clusterIPs: o.clusterIPs,
       ipFamilies: o.clusterIPs.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')),
-      ports: o.ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol ?? 'TCP' })),
+      ports: o.ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol ?? 'TCP', ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
+      ...(o.externalTrafficPolicy ? { externalTrafficPolicy: o.externalTrafficPolicy } : {}),
+      ...(o.healthCheckNodePort ? { healthCheckNodePort: o.healthCheckNodePort } : {}),
+      ...(o.loadBalancerSourceRanges ? { loadBalancerSourceRanges: o.loadBalancerSourceRanges } : {}),
+      ...(o.externalIPs ? { externalIPs: o.externalIPs } : {}),
       ...(o.internalTrafficPolicy ? { internalTrafficPolicy: o.internalTrafficPolicy } : {}),
       ...(o.affinitySeconds
         ? { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: o.affinitySeconds } } }
         : { sessionAffinity: 'None' }),
     },
+    ...(o.loadBalancerIPs ? { status: { loadBalancer: { ingress: o.loadBalancerIPs.map((ip) => ({ ip, ipMode: 'VIP' })) } } } : {}),
   };
 }
 
