@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: unit tests, then the lab tests (real BPF,
-# real sockets, real network namespaces; needs root).
+# Sets up, builds and runs every test: unit tests, the BPF_PROG_TEST_RUN tests of the
+# tc programs, then the lab tests (real BPF, real sockets, real network namespaces;
+# needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,4 +10,5 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 node --test --test-reporter=spec dist/test/unit/
+node --test --test-concurrency=1 --test-reporter=spec dist/test/bpf/
 node --test --test-concurrency=1 --test-reporter=spec dist/test/lab/

@@ -167,10 +167,12 @@ export class TcDatapath {
         const prog = this.program(direction === 'ingress' ? 'sy_tc_ingress' : 'sy_tc_egress');
         const attachType = direction === 'ingress' ? AttachType.TCX_INGRESS : AttachType.TCX_EGRESS;
         const pin = join(ld, pinName(dev, direction));
-        wanted.add(pinName(dev, direction));
         if (useTcx) {
           try {
             this.attachments.push(this.attachTcx(pin, dev, ifindex, direction, attachType, prog));
+            wanted.add(pinName(dev, direction));
+            // A clsact filter left by an earlier run in clsact mode would translate twice.
+            native().tcDetach(ifindex, direction === 'egress', TC_HANDLE, TC_PRIORITY);
             continue;
           } catch (e) {
             // EINVAL: the kernel does not know BPF_TCX_*; fall back unless TCX was demanded.
@@ -178,12 +180,13 @@ export class TcDatapath {
             useTcx = false;
           }
         }
+        if (existsSync(pin)) detachPinnedLink(pin);
         const before = native().tcQuery(ifindex, direction === 'egress', TC_HANDLE, TC_PRIORITY);
         const progId = native().tcAttach(ifindex, direction === 'egress', prog.fd, TC_HANDLE, TC_PRIORITY);
         this.attachments.push({ device: dev, ifindex, direction, mode: 'clsact', progId, how: before === null ? 'created' : 'updated' });
       }
     }
-    // Links of devices that are no longer configured.
+    // Links of devices that are no longer configured (or now served by clsact filters).
     for (const name of readdirSync(ld)) {
       if (!name.startsWith('tc-') || wanted.has(name)) continue;
       detachPinnedLink(join(ld, name));
