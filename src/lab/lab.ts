@@ -38,7 +38,7 @@ export interface LabPodSpec {
   node: string;
   /** Host part of the pod's addresses inside its node's pod CIDR. */
   host: number;
-  /** Runs the pod server (tcp 8080,9090, udp 5353); clients only run commands. */
+  /** Runs the pod server (tcp 8080,9090, udp 5353, http 8081); clients only run commands. */
   server: boolean;
 }
 
@@ -52,6 +52,8 @@ export interface LabSpec {
 
 export const POD_TCP_PORTS = [8080, 9090];
 export const POD_UDP_PORTS = [5353];
+/** HTTP port of the pod servers (for load tools). */
+export const POD_HTTP_PORT = 8081;
 
 export function defaultSpec(prefix = 'sylab'): LabSpec {
   return {
@@ -242,7 +244,7 @@ export class Lab {
       sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', podGw(n)]);
       sh('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', podGw6(n)]);
       if (p.server) {
-        const args = ['--name', p.name, '--tcp', POD_TCP_PORTS.join(','), '--udp', POD_UDP_PORTS.join(',')];
+        const args = ['--name', p.name, '--tcp', POD_TCP_PORTS.join(','), '--udp', POD_UDP_PORTS.join(','), '--http', String(POD_HTTP_PORT)];
         this.spawnIn(p.node, ns, [process.execPath, join(repoRoot, 'dist/src/lab/podserver.js'), ...args], `pod-${p.name}.log`);
       }
     });

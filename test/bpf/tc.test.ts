@@ -366,3 +366,24 @@ describe('backend choice does not depend on the node', () => {
   });
 });
 
+
+describe('idle timeouts', () => {
+  test('a UDP flow idle past its timeout is balanced anew; within it, it keeps its backend', async () => {
+    requireBpf();
+    const h = new TcHarness(`/sys/fs/bpf/switchyard-tctest-t-${process.pid}`, { ct: { udpSec: 1 } });
+    try {
+      h.apply([external(N1, 30053, [backend(B_LOCAL, 5353, true, 'UDP'), backend(B_REMOTE, 5353, false, 'UDP')], { protocol: 'UDP', name: 'dns' })]);
+      const c0 = h.counters();
+      const send = () => h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 46000, dport: 30053 }));
+      send();
+      await new Promise((r) => setTimeout(r, 400));
+      send();
+      assert.equal(Number(h.counters().new_flow - c0.new_flow), 1, 'one flow within the timeout');
+      await new Promise((r) => setTimeout(r, 1300));
+      send();
+      assert.equal(Number(h.counters().new_flow - c0.new_flow), 2, 'a new flow after 1.3 s idle (timeout 1 s)');
+    } finally {
+      h.close();
+    }
+  });
+});
