@@ -5,6 +5,7 @@
 #   dist/bench/reconcile.js  reconciler against a real, unattached datapath (root; BPF)
 #   dist/bench/connect.js    connect() overhead of the socket LB in the lab (root; netns, cgroups, BPF)
 #   dist/bench/inspect.js    API, metrics scrape, names and drift at 10,000 Services (root; BPF)
+#   dist/bench/nodeport.js   NodePort requests/s and latency from outside with wrk, tc vs iptables (root)
 # They print figures against their goals and against baselines measured in the
 # same run; they assert nothing. Each cleans up after itself, also on Ctrl-C.
 set -euo pipefail
@@ -23,3 +24,5 @@ echo
 node dist/bench/connect.js
 echo
 node dist/bench/inspect.js
+echo
+node dist/bench/nodeport.js
