@@ -1,6 +1,6 @@
 /** `switchyard lab up|down`: the demo cluster, left running until `lab down`. */
 import { Lab, defaultSpec } from './lab.js';
-import { exampleObjects } from './objects.js';
+import { endpointSlice, exampleObjects, service } from './objects.js';
 
 export const DEMO_API_PORTS: Record<string, number> = { n1: 19101, n2: 19102 };
 
@@ -8,8 +8,14 @@ export async function labUp(prefix: string): Promise<number> {
   const lab = new Lab(defaultSpec(prefix));
   try {
     lab.up();
-    const version = lab.writeObjects(exampleObjects(lab));
-    for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index);
+    const version = lab.writeObjects([
+      ...exampleObjects(lab),
+      // North-south: a NodePort Service for the external client.
+      service('web-np', { type: 'NodePort', clusterIPs: ['10.96.0.80'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30080 }] }),
+      endpointSlice(lab, 'web-np', ['web-0', 'web-1', 'web-2'], [{ name: 'http', port: 8080 }]),
+    ]);
+    // Agents in their node's network namespace, as on a real node: socket hooks and the tc path.
+    for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index, [], { netns: true });
     await lab.waitApplied(version);
   } catch (e) {
     await lab.down();
@@ -17,7 +23,7 @@ export async function labUp(prefix: string): Promise<number> {
   }
   console.log(`lab "${prefix}" is up: nodes ${lab.spec.nodes.map((n) => n.name).join(', ')}; pods ${lab.spec.pods.map((p) => p.name).join(', ')}`);
   console.log(`objects: ${lab.objectsDir()}/lab.yaml (edit it: the agents apply changes within a second)`);
-  for (const n of lab.spec.nodes) console.log(`agent ${n.name}: http://127.0.0.1:${lab.state.agents[n.name].apiPort}/v1/services  (log ${lab.state.stateDir}/agent-${n.name}.log)`);
+  for (const n of lab.spec.nodes) console.log(`agent ${n.name}: API on ${lab.state.agents[n.name].apiSocket}  (log ${lab.state.stateDir}/agent-${n.name}.log)`);
 
   console.log('\nClusterIP 10.96.0.10:80 from client-n1, 300 connections:');
   const tcp = await lab.client('client-n1', ['tcp', '10.96.0.10', 80, 300]);
@@ -32,7 +38,15 @@ export async function labUp(prefix: string): Promise<number> {
   printSpread((await lab.client('client-n2', ['tcp', 'fd10:96::10', 80, 100])).counts, 100);
   const refused = await lab.client('client-n1', ['refused', '10.96.0.20', 80]);
   console.log(`\nService without endpoints 10.96.0.20:80: ${refused.code} after ${refused.ms.toFixed(2)} ms`);
-  console.log(`\nInspect: switchyard maps services --api-addr 127.0.0.1:${lab.state.agents.n1.apiPort}`);
+  console.log('\nNodePort 10.0.0.11:30080 and 10.0.0.12:30080 from the external client (10.0.0.100), 150 connections each:');
+  for (const node of ['10.0.0.11', '10.0.0.12']) {
+    const np = await lab.external(['tcp', node, 30080, 150]);
+    console.log(`  via ${node}:`);
+    printSpread(np.counts, 150);
+    console.log(`  backends saw the client as: ${np.saw.join(', ')} (the client itself for local backends, the node for remote ones: masqueraded)`);
+  }
+  console.log(`\nInspect: switchyard maps services --api-socket ${lab.state.agents.n1.apiSocket}`);
+  console.log(`         switchyard maps flows --api-socket ${lab.state.agents.n1.apiSocket}`);
   console.log(`Remove:  switchyard lab down${prefix === 'sylab' ? '' : ` --prefix ${prefix}`}`);
   return 0;
 }
