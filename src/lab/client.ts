@@ -48,14 +48,23 @@ function udpOnce(sock: dgram.Socket, connected: boolean): Promise<{ pod: string;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       sock.off('message', onMsg);
+      sock.off('error', onErr);
       reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }));
     }, 2000);
     const onMsg = (msg: Buffer, rinfo: dgram.RemoteInfo) => {
       clearTimeout(timer);
       sock.off('message', onMsg);
+      sock.off('error', onErr);
       resolve({ pod: msg.toString().trim().split(' ')[0], from: `${rinfo.address}:${rinfo.port}` });
     };
+    // A connected socket reports an ICMP error for its peer (port unreachable: ECONNREFUSED).
+    const onErr = (e: Error) => {
+      clearTimeout(timer);
+      sock.off('message', onMsg);
+      reject(e);
+    };
     sock.on('message', onMsg);
+    sock.once('error', onErr);
     const cb = (err: Error | null) => {
       if (err) {
         clearTimeout(timer);

@@ -59,6 +59,13 @@ describe('north-south traffic through tc in the lab', () => {
       // externalIPs.
       service('eip', { clusterIPs: ['10.96.1.15'], externalIPs: [EXTERNAL_IP], ports: [{ name: 'http', port: 80, targetPort: 8080 }] }),
       endpointSlice(lab, 'eip', web, [{ name: 'http', port: 8080 }]),
+      // UDP to ports nobody listens on: the backend's ICMP port unreachable must reach the client.
+      service('closed', {
+        type: 'NodePort', clusterIPs: ['10.96.1.17'],
+        ports: [{ name: 'local', port: 53, targetPort: 5999, protocol: 'UDP', nodePort: 30098 }, { name: 'remote', port: 54, targetPort: 5999, protocol: 'UDP', nodePort: 30099 }],
+      }),
+      endpointSlice(lab, 'closed', ['web-0'], [{ name: 'local', port: 5999, protocol: 'UDP' }], { sliceName: 'closed-local' }),
+      endpointSlice(lab, 'closed', ['web-1'], [{ name: 'remote', port: 5999, protocol: 'UDP' }], { sliceName: 'closed-remote' }),
       // A Service that gains a backend while a connection is open.
       service('grow', { type: 'NodePort', clusterIPs: ['10.96.1.16'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30085 }] }),
       endpointSlice(lab, 'grow', o.growPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
@@ -129,6 +136,11 @@ describe('north-south traffic through tc in the lab', () => {
     assert.deepEqual(local.saw, [EXT]);
     const rules = lab.exec('n1', ['iptables-nft-save', '-t', 'nat']);
     assert.match(rules, /-A SWITCHYARD-POSTROUTING .*MASQUERADE/);
+    // The flow table and the metrics say the same.
+    const flows = (await lab.agentGet('n1', '/v1/flows')).body.items as { frontend: string; backend: string; masquerade: boolean; client: string }[];
+    assert.ok(flows.some((f) => f.frontend === `${N1}:30082` && f.backend === `${lab.podIp('web-1')}:8080` && f.masquerade && f.client.startsWith(`${EXT}:`)), JSON.stringify(flows.slice(0, 5)));
+    const metrics = (await lab.agentGet('n1', '/metrics')).body as string;
+    assert.match(metrics, /switchyard_tc_packets\{event="new_flow"\} [1-9]/);
   });
 
   test('Local policy: the backend sees the client itself; a node without local endpoints drops; health check 200/503', async () => {
@@ -192,6 +204,18 @@ describe('north-south traffic through tc in the lab', () => {
     await apply(base);
     const again = await lab.external(['tcp', LB_IP, 80, 5]);
     assert.deepEqual(again.errors, {});
+  });
+
+  test('ICMP errors find their way back through the translation (port unreachable on connected UDP)', async () => {
+    const before = await counters('n1');
+    // web-0 is on node 1 (error leaves through n1's egress); web-1 is on node 2 (masqueraded, the
+    // error comes back to node 1, conntrack undoes the SNAT, tc undoes the DNAT).
+    for (const nodePort of [30098, 30099]) {
+      const r = await lab.external(['udp-connected', N1, nodePort, 3]);
+      assert.deepEqual(r.errors, { ECONNREFUSED: 3 }, `NodePort ${nodePort}: the client learns at once that nobody listens: ${JSON.stringify(r)}`);
+    }
+    const translated = (await counters('n1')).icmp_rev - before.icmp_rev;
+    assert.ok(translated >= 6, `translated by node 1's egress program: ${translated}`);
   });
 
   test('externalIPs are served', async () => {
