@@ -13,6 +13,7 @@
  *                                         each, the same datagram to A and to B (same flow but for
  *                                         the destination address)
  *   http <url>                          → { status, headers, body }
+ *   tcp-saw <host> <port>               → { pod, saw } or { code }: one connection
  */
 import net from 'node:net';
 import dgram from 'node:dgram';
@@ -203,6 +204,14 @@ async function main(): Promise<unknown> {
         }
       }
       return { pairs, errors };
+    }
+    case 'tcp-saw': {
+      try {
+        const r = await tcpOnce();
+        return { pod: r.pod, saw: r.saw.replace(/:\d+$/, '') };
+      } catch (e) {
+        return { code: code(e) };
+      }
     }
     case 'http': {
       const r = await fetch(host, { signal: AbortSignal.timeout(3000) });

@@ -438,6 +438,12 @@ export class Lab {
     });
   }
 
+  /** The tail of a log file in the lab's state directory. */
+  readLog(name: string): string {
+    const f = join(this.state.stateDir, name);
+    return existsSync(f) ? readFileSync(f, 'utf8').slice(-4000) : '(no log)';
+  }
+
   agentLog(node: string): string {
     const f = join(this.state.stateDir, `agent-${node}.log`);
     return existsSync(f) ? readFileSync(f, 'utf8').slice(-4000) : '(no log)';
