@@ -6,9 +6,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
@@ -21,7 +19,7 @@ import { PinnedNames } from '../../src/dataplane/names.js';
 import { buildApp } from '../../src/api/server.js';
 import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';
 import { native } from '../../src/bpf/native.js';
-import { MapType } from '../../src/bpf/constants.js';
+import { ct4KeyCodec, ct4ValCodec } from '../../src/dataplane/layout.js';
 import type { Backend, Frontend } from '../../src/model/types.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities } from './capabilities.js';
@@ -185,61 +183,47 @@ describe('REST API on real maps', () => {
     assert.equal((await get('/v1/affinity?backend=10.244.1.10')).body.items.length, 0);
   });
 
-  test('/v1/flows: empty with a note until the per-flow map is pinned, then decoded from BTF, paged and filtered', async () => {
+  test('/v1/flows: the per-flow maps are pinned with the datapath; entries decoded from the objects\' BTF, paged and filtered', async () => {
     const none = await get('/v1/flows');
     assert.equal(none.status, 200);
     assert.deepEqual(none.body.items, []);
-    assert.match(none.body.note, /sy_ct4 and sy_ct6 are not pinned/);
-    // Pin a map by the name the tc path uses, as that path would: without a layout in BTF, raw bytes only.
-    const fd = native().mapCreate(MapType.HASH, 16, 16, 16, 0, 'sy_ct4');
+    assert.equal(none.body.note, undefined, 'sy_ct4 and sy_ct6 are pinned (empty) from the first load');
+    // Write flows as the tc path does (forward entries; two with a live Service and backend, one stale).
+    const fd = native().objGet(join(root, 'sy_ct4'));
     try {
-      native().objPin(fd, join(root, 'sy_ct4'));
       const cart = dp.svc6.entries()[0][1].svcId;
       const cartBackend = dp.backends.entries().find(([, b]) => b.addr === 'fd10:244:1::a')![0];
       for (let i = 0; i < 3; i++) {
-        const k = Buffer.alloc(16);
-        k.set([10, 244, 1, 100 + i], 0); // saddr
-        k.set([10, 0, 0, 11], 4); // daddr
-        k.writeUInt16BE(40000 + i, 8); // sport
-        k.writeUInt16BE(30080, 10); // dport
-        k.writeUInt8(6, 12);
-        const v = Buffer.alloc(16);
-        v.writeUInt32LE(i === 2 ? 999 : cartBackend, 0);
-        v.writeUInt32LE(i === 2 ? 999 : cart, 4);
-        v.writeBigUInt64LE(123456789n, 8);
+        const k = ct4KeyCodec.encode({ saddr: `10.244.1.${100 + i}`, daddr: '10.0.0.11', sport: 40000 + i, dport: 30080, proto: 6, dir: 0 });
+        const v = ct4ValCodec.encode({ addr: '10.244.1.10', port: 8080, flags: 1, svcId: i === 2 ? 999 : cart, backendId: i === 2 ? 999 : cartBackend, lastSeenNs: 123456789n });
         native().mapUpdate(fd, k, v, 0);
       }
-      const rawOnly = await get('/v1/flows?raw=true&limit=2');
-      assert.equal(rawOnly.status, 200);
-      assert.equal(rawOnly.body.items.length, 2);
-      assert.equal(rawOnly.body.items[0].map, 'sy_ct4');
-      assert.match(rawOnly.body.items[0].raw.key, /^0af4016[4-6]0a00000b/);
-      assert.match(rawOnly.body.note, /no BTF layout .* sy_ct4/);
-      const rest = await get(`/v1/flows?continue=${rawOnly.body.continue}`);
+      const rawPage = await get('/v1/flows?raw=true&limit=2');
+      assert.equal(rawPage.status, 200);
+      assert.equal(rawPage.body.items.length, 2);
+      assert.equal(rawPage.body.items[0].map, 'sy_ct4');
+      assert.match(rawPage.body.items[0].raw.key, /^0af4016[4-6]0a00000b/);
+      assert.equal(rawPage.body.note, undefined);
+      const rest = await get(`/v1/flows?continue=${rawPage.body.continue}`);
       assert.equal(rest.body.items.length, 1);
       assert.equal(rest.body.continue, null);
 
-      // With the layout in an object's BTF (as the tc path's object will carry it), fields by name.
-      const dir = mkdtempSync(join(tmpdir(), 'syct-'));
-      writeFileSync(join(dir, 'ct.c'), [
-        '#include <linux/types.h>',
-        'struct sy_ct4_key { __u32 saddr; __u32 daddr; __be16 sport; __be16 dport; __u8 proto; __u8 pad[3]; };',
-        'struct sy_ct4_val { __u32 backend_id; __u32 svc_id; __u64 last_seen; };',
-        'struct sy_ct4_key k __attribute__((used)); struct sy_ct4_val v __attribute__((used));',
-      ].join('\n'));
-      execFileSync('clang', ['-g', '-O2', '-target', 'bpf', '-I/usr/include/x86_64-linux-gnu', '-c', join(dir, 'ct.c'), '-o', join(dir, 'ct.o')]);
       const maps = datapathMaps(dp);
       const nm = resolveNames({ reconciler: { frontends: rec.frontendMeta(), backends: rec.backendInfo() } });
-      const page = listFlows(maps, nm, {}, dir);
+      const page = listFlows(maps, nm, {});
       assert.equal(page.note, undefined);
       assert.equal(page.items.length, 3);
       const f = page.items[0];
-      assert.deepEqual(f.fields, { saddr: '10.244.1.100', daddr: '10.0.0.11', sport: 40000, dport: 30080, proto: 6, backend_id: cartBackend, svc_id: cart, last_seen: '123456789' });
+      assert.deepEqual(f.fields, {
+        saddr: '10.244.1.100', daddr: '10.0.0.11', sport: 40000, dport: 30080, proto: 6, dir: 0,
+        addr: '10.244.1.10', port: 8080, flags: 1, svc_id: cart, backend_id: cartBackend, last_seen_ns: '123456789',
+      });
       assert.equal(`${f.namespace}/${f.service}`, 'shop/cart');
       assert.equal(f.backend, '[fd10:244:1::a]:8080');
-      assert.equal(listFlows(maps, nm, { service: 'cart' }, dir).items.length, 2, 'filtered by Service');
-      assert.equal(listFlows(maps, nm, { backend: String(cartBackend) }, dir).items.length, 2, 'filtered by backend');
-      rmSync(dir, { recursive: true, force: true });
+      assert.equal(listFlows(maps, nm, { service: 'cart' }).items.length, 2, 'filtered by Service');
+      assert.equal(listFlows(maps, nm, { backend: String(cartBackend) }).items.length, 2, 'filtered by backend');
+      const keys = native().mapDump(fd, 16, 24);
+      for (let i = 0; i < keys.count; i++) native().mapDelete(fd, keys.keys.subarray(i * 16, (i + 1) * 16));
     } finally {
       native().close(fd);
     }
