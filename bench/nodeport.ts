@@ -11,13 +11,15 @@
  * every new connection walks KUBE-SERVICES (one rule per Service port)
  * before the jump to KUBE-NODEPORTS at its end.
  *
- * Baseline: no kube-proxy binary is available to this run, so the baseline
- * is the rule set kube-proxy v1.34 writes in iptables mode for the same
- * Services, generated here (KUBE-SERVICES → KUBE-SVC-* with statistic
- * random → KUBE-SEP-* DNAT, KUBE-NODEPORTS → KUBE-EXT-* → masquerade mark,
- * KUBE-POSTROUTING), loaded with iptables-nft-restore into node n1's
- * namespace, the way kube-proxy loads it. Switchyard runs as the agent in
- * n1's namespace with the file source.
+ * Baselines, in node n1's namespace:
+ *  - the real kube-proxy v1.34 in iptables mode, fed by a real kube-apiserver
+ *    (src/lab/minicp.ts; binaries from scripts/k8s-bins.sh's cache, or
+ *    SY_K8S_BIN_DIR; skipped with a message when they are missing);
+ *  - the rule set kube-proxy writes for the same Services, generated here
+ *    (KUBE-SERVICES → KUBE-SVC-* with statistic random → KUBE-SEP-* DNAT,
+ *    KUBE-NODEPORTS → KUBE-EXT-* → masquerade mark, KUBE-POSTROUTING) and
+ *    loaded with iptables-nft-restore: the iptables datapath alone.
+ * Switchyard runs as the agent in n1's namespace with the file source.
  *
  * Two client patterns per case: keep-alive connections (the NAT decision is
  * made once per connection) and "Connection: close" (a new connection per
@@ -29,6 +31,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { Lab, POD_HTTP_PORT, defaultSpec } from '../src/lab/lab.js';
 import { endpointSlice, service } from '../src/lab/objects.js';
+import { MiniControlPlane, k8sBinDir } from '../src/lab/minicp.js';
 
 const { values } = parseArgs({
   options: {
@@ -54,8 +57,9 @@ async function cleanup(): Promise<void> {
 process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
 process.once('SIGTERM', () => void cleanup().then(() => process.exit(143)));
 
+/** ClusterIPs inside the API server's Service range 10.96.0.0/16. */
 function fillerIp(i: number): string {
-  return `10.97.${Math.floor(i / 250)}.${(i % 250) + 1}`;
+  return `10.96.${10 + Math.floor(i / 250)}.${(i % 250) + 1}`;
 }
 
 function objects(total: number): object[] {
@@ -146,32 +150,78 @@ function wrk(close: boolean): WrkResult {
   return { rps, p50ms: p50, p99ms: p99, errors, requests };
 }
 
+function flushIptables(): void {
+  for (const bin of ['iptables-nft', 'ip6tables-nft']) {
+    for (const t of ['nat', 'filter', 'mangle']) {
+      execFileSync('ip', ['netns', 'exec', lab.ns('n1'), bin, '-t', t, '-F']);
+      execFileSync('ip', ['netns', 'exec', lab.ns('n1'), bin, '-t', t, '-X']);
+    }
+  }
+}
+
+/** Number of KUBE-SVC-* chains kube-proxy has written in n1, and whether the NodePort rule is there. */
+function kubeProxySynced(total: number): boolean {
+  const out = execFileSync('ip', ['netns', 'exec', lab.ns('n1'), 'iptables-nft-save', '-t', 'nat'], { encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] });
+  const svcChains = out.split('\n').filter((l) => l.startsWith(':KUBE-SVC-')).length;
+  return svcChains >= total && out.includes(`--dport ${NODE_PORT} -j KUBE-EXT-`);
+}
+
 async function main(): Promise<void> {
   if (spawnSync('sh', ['-c', 'command -v wrk']).status !== 0) throw new Error('wrk is not installed (bash scripts/setup.sh installs it)');
   lab.up();
+  let cp: MiniControlPlane | undefined;
+  try {
+    k8sBinDir();
+    cp = new MiniControlPlane(lab, { etcd: Number(values['api-port']) + 1, peer: Number(values['api-port']) + 2, api: Number(values['api-port']) + 3 });
+    await cp.start();
+  } catch (e) {
+    console.error(`kube-proxy baseline skipped: ${(e as Error).message}`);
+    cp = undefined;
+  }
+  const created = new Set<string>();
   const rows: { services: number; dataplane: string; pattern: string; r: WrkResult; extra: string }[] = [];
   for (const total of counts) {
+    const objs = objects(total);
     // switchyard
     const t0 = Date.now();
-    const v = lab.writeObjects(objects(total));
+    const v = lab.writeObjects(objs);
     await lab.startAgent('n1', Number(values['api-port']), ['--max-services', '65536'], { netns: true });
     await lab.waitApplied(v, 300_000);
     const applyMs = Date.now() - t0;
-    wrk(false); // warm-up (ARP, caches)
+    wrk(false); // warm-up (neighbour entries, caches)
     for (const close of [false, true]) rows.push({ services: total, dataplane: 'switchyard (tc)', pattern: close ? 'new connection per request' : 'keep-alive', r: wrk(close), extra: `agent ready+applied in ${applyMs} ms` });
     await lab.stopAgent('n1');
     execFileSync('nsenter', [`--net=/var/run/netns/${lab.ns('n1')}`, '--', process.execPath, 'bin/switchyard.js', 'cleanup', '--bpf-root', lab.bpfRootOf('n1')], { stdio: 'ignore' });
     lab.writeObjects(lab.nodeObjects());
 
-    // kube-proxy-style iptables rules
+    // the real kube-proxy
+    if (cp) {
+      const todo = objs.filter((o: any) => !created.has(`${o.kind}/${o.metadata.name}`));
+      const tc = Date.now();
+      await cp.create(todo, 8);
+      for (const o of todo as any[]) created.add(`${o.kind}/${o.metadata.name}`);
+      const createMs = Date.now() - tc;
+      const t1 = Date.now();
+      const pid = cp.startKubeProxy('n1');
+      while (!kubeProxySynced(total)) {
+        if (Date.now() - t1 > 600_000) throw new Error(`kube-proxy did not program ${total} Services within 10 min; see kube-proxy-n1.log in ${lab.state.stateDir}`);
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+      const syncMs = Date.now() - t1;
+      wrk(false);
+      for (const close of [false, true]) rows.push({ services: total, dataplane: 'kube-proxy (iptables)', pattern: close ? 'new connection per request' : 'keep-alive', r: wrk(close), extra: `started and synced in ${syncMs} ms (API objects created in ${createMs} ms)` });
+      await cp.stop(pid);
+      flushIptables();
+    }
+
+    // kube-proxy-style iptables rules, generated
     const kp = kubeProxyRules(total);
-    const t1 = Date.now();
+    const t2 = Date.now();
     execFileSync('ip', ['netns', 'exec', lab.ns('n1'), 'iptables-nft-restore', '--noflush'], { input: kp.text });
-    const loadMs = Date.now() - t1;
+    const loadMs = Date.now() - t2;
     wrk(false);
-    for (const close of [false, true]) rows.push({ services: total, dataplane: 'iptables (kube-proxy rules)', pattern: close ? 'new connection per request' : 'keep-alive', r: wrk(close), extra: `${kp.rules} nat rules, loaded in ${loadMs} ms` });
-    execFileSync('ip', ['netns', 'exec', lab.ns('n1'), 'iptables-nft', '-t', 'nat', '-F']);
-    execFileSync('ip', ['netns', 'exec', lab.ns('n1'), 'iptables-nft', '-t', 'nat', '-X']);
+    for (const close of [false, true]) rows.push({ services: total, dataplane: 'iptables rules as kube-proxy writes them', pattern: close ? 'new connection per request' : 'keep-alive', r: wrk(close), extra: `${kp.rules} nat rules, loaded in ${loadMs} ms` });
+    flushIptables();
   }
   console.log(`NodePort ${N1}:${NODE_PORT} from the external namespace, wrk -t1 -c${values.connections} -d${values.duration}s`);
   console.log('| Services | dataplane | pattern | requests/s | p50 | p99 | errors | notes |');

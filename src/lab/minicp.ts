@@ -1,6 +1,6 @@
 /**
  * Just enough of a Kubernetes control plane to run the real kube-proxy in
- * the lab: etcd and kube-apiserver on the root namespace's loopback (no
+ * the lab (the differential test and the NodePort benchmark): etcd and kube-apiserver on the root namespace's loopback (no
  * controllers: the test writes EndpointSlices itself), and relays that make
  * the API server reachable as https://127.0.0.1:<port> inside node
  * namespaces through a unix socket. Token authentication, AlwaysAllow.
@@ -13,8 +13,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { join } from 'node:path';
-import { repoRoot } from '../../src/bpf/native.js';
-import type { Lab } from '../../src/lab/lab.js';
+import { repoRoot } from '../bpf/native.js';
+import type { Lab } from './lab.js';
 
 const TOKEN = 'switchyard-diff-token';
 
@@ -36,6 +36,7 @@ export function k8sBinDir(): string {
 export class MiniControlPlane {
   readonly dir: string;
   readonly bin: string;
+  private readonly relayed = new Set<string>();
 
   constructor(
     readonly lab: Lab,
@@ -68,7 +69,7 @@ export class MiniControlPlane {
       '--service-account-issuer=https://switchyard-diff', `--service-account-key-file=${join(this.dir, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(this.dir, 'sa.key')}`, '--profiling=false', '--v=0',
     ], 'apiserver.log');
-    this.lab.spawnIn('', null, [process.execPath, join(repoRoot, 'dist/test/diff/relay.js'), `unix:${this.socket}`, `tcp:127.0.0.1:${api}`], 'relay-root.log');
+    this.lab.spawnIn('', null, [process.execPath, join(repoRoot, 'dist/src/lab/relay.js'), `unix:${this.socket}`, `tcp:127.0.0.1:${api}`], 'relay-root.log');
     const deadline = Date.now() + 60_000;
     for (;;) {
       try {
@@ -94,7 +95,7 @@ export class MiniControlPlane {
 
   /** The API server inside a node namespace, at the same 127.0.0.1 port. */
   relayInto(node: string): void {
-    this.lab.spawnIn('', null, ['nsenter', `--net=/var/run/netns/${this.lab.ns(node)}`, '--', process.execPath, join(repoRoot, 'dist/test/diff/relay.js'), `tcp:127.0.0.1:${this.ports.api}`, `unix:${this.socket}`], `relay-${node}.log`);
+    this.lab.spawnIn('', null, ['nsenter', `--net=/var/run/netns/${this.lab.ns(node)}`, '--', process.execPath, join(repoRoot, 'dist/src/lab/relay.js'), `tcp:127.0.0.1:${this.ports.api}`, `unix:${this.socket}`], `relay-${node}.log`);
   }
 
   request(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: any }> {
@@ -126,34 +127,64 @@ export class MiniControlPlane {
     });
   }
 
-  /** Creates lab objects (Nodes, Services with their LoadBalancer status, EndpointSlices). */
-  async create(objects: any[]): Promise<void> {
-    for (const o of objects) {
-      const ns = o.metadata.namespace ?? 'default';
-      const path =
-        o.kind === 'Node' ? '/api/v1/nodes'
-          : o.kind === 'Service' ? `/api/v1/namespaces/${ns}/services`
-            : o.kind === 'EndpointSlice' ? `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`
-              : undefined;
-      if (!path) throw new Error(`cannot create a ${o.kind}`);
-      const { status: st, ...rest } = o;
-      const r = await this.request('POST', path, o.kind === 'Node' ? o : rest);
-      if (r.status !== 201) throw new Error(`create ${o.kind} ${o.metadata.name}: HTTP ${r.status} ${JSON.stringify(r.body).slice(0, 500)}`);
-      if (o.kind === 'Service' && st) {
-        const p = await this.request('PATCH', `${path}/${o.metadata.name}/status`, { status: st }, 'application/merge-patch+json');
-        if (p.status !== 200) throw new Error(`status of Service ${o.metadata.name}: HTTP ${p.status} ${JSON.stringify(p.body).slice(0, 500)}`);
-      }
+  /** Creates lab objects (Nodes, Services with their LoadBalancer status, EndpointSlices), `parallel` requests at a time. */
+  async create(objects: any[], parallel = 1): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < objects.length) await this.createOne(objects[next++]);
+    };
+    await Promise.all(Array.from({ length: Math.max(1, parallel) }, worker));
+  }
+
+  private async createOne(o: any): Promise<void> {
+    const ns = o.metadata.namespace ?? 'default';
+    const path =
+      o.kind === 'Node' ? '/api/v1/nodes'
+        : o.kind === 'Service' ? `/api/v1/namespaces/${ns}/services`
+          : o.kind === 'EndpointSlice' ? `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`
+            : undefined;
+    if (!path) throw new Error(`cannot create a ${o.kind}`);
+    const { status: st, ...rest } = o;
+    const r = await this.request('POST', path, o.kind === 'Node' ? o : rest);
+    if (r.status !== 201) throw new Error(`create ${o.kind} ${o.metadata.name}: HTTP ${r.status} ${JSON.stringify(r.body).slice(0, 500)}`);
+    if (o.kind === 'Service' && st) {
+      const p = await this.request('PATCH', `${path}/${o.metadata.name}/status`, { status: st }, 'application/merge-patch+json');
+      if (p.status !== 200) throw new Error(`status of Service ${o.metadata.name}: HTTP ${p.status} ${JSON.stringify(p.body).slice(0, 500)}`);
     }
   }
 
-  /** Starts the real kube-proxy (iptables mode) in a node's namespace. */
-  startKubeProxy(node: string): void {
-    this.relayInto(node);
-    this.lab.spawnIn('', null, [
+  /** Stops a process started by startKubeProxy (SIGTERM to its group, then waits). */
+  async stop(pid: number): Promise<void> {
+    try {
+      process.kill(-pid, 'SIGTERM');
+    } catch {
+      return;
+    }
+    for (let i = 0; i < 200; i++) {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+
+  /** Starts the real kube-proxy (iptables mode) in a node's namespace; returns its pid. */
+  startKubeProxy(node: string, extra: string[] = []): number {
+    if (!this.relayed.has(node)) this.relayInto(node);
+    this.relayed.add(node);
+    return this.lab.spawnIn('', null, [
       'nsenter', `--net=/var/run/netns/${this.lab.ns(node)}`, '--', join(this.bin, 'kube-proxy'),
       `--kubeconfig=${this.kubeconfig}`, `--hostname-override=${node}`, '--proxy-mode=iptables',
       '--cluster-cidr=10.244.0.0/16,fd10:244::/48', '--healthz-bind-address=0.0.0.0:10256', '--metrics-bind-address=127.0.0.1:10249',
       '--conntrack-max-per-core=0', '--conntrack-tcp-timeout-established=0s', '--conntrack-tcp-timeout-close-wait=0s', '--v=1',
+      ...extra,
     ], `kube-proxy-${node}.log`);
   }
 }
