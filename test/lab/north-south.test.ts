@@ -223,7 +223,8 @@ describe('north-south traffic through tc in the lab', () => {
   test('externalIPs are served', async () => {
     const r = await lab.external(['tcp', EXTERNAL_IP, 80, 30]);
     assert.deepEqual(r.errors, {});
-    assert.deepEqual(Object.keys(r.counts).sort(), web);
+    const eip = (await lab.agentGet('n2', '/v1/services?service=eip')).body.items;
+    assert.deepEqual(Object.keys(r.counts).sort(), web, `${JSON.stringify(r)}\nnode 2: ${JSON.stringify(eip)}`);
     assert.deepEqual(r.peers, [EXTERNAL_IP]);
   });
 
