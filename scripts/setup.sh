@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for switchyard and builds it. Idempotent.
+#   --k8s   also build kube-apiserver, kube-proxy and etcd (API-server lab, tests,
+#           benchmarks) from their pinned Go modules into the version-keyed cache
+#           of scripts/k8s-bins.sh; installs Go first when it is missing or too old.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WANT_K8S=0
+for a in "$@"; do
+  case "$a" in
+    --k8s) WANT_K8S=1 ;;
+    *) echo "setup: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
 
-PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl make g++ python3 pkg-config wrk)
+PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl curl ca-certificates make g++ python3 pkg-config wrk)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -23,3 +33,9 @@ if [ ! -d node_modules ] || [ package.json -nt node_modules/.package-lock.json ]
   npm install --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
+
+if [ "$WANT_K8S" = 1 ]; then
+  bash scripts/install-go.sh
+  export PATH="/usr/local/go/bin:$PATH"
+  bash scripts/k8s-bins.sh >/dev/null
+fi

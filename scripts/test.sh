@@ -4,7 +4,8 @@
 # needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --k8s
+export PATH="/usr/local/go/bin:$PATH"
 if [ "$(id -u)" != 0 ]; then
   echo "test: the lab tests need root (BPF, namespaces, cgroups); run as root" >&2
   exit 1

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes components used by the API-server lab, the tests and
+# the benchmarks (kube-apiserver, kube-proxy, etcd) from their Go modules, pinned in
+# test/k8s/go.mod, into a cache keyed by version. Skips what is already there.
+#
+#   SY_K8S_CACHE  cache root (default /var/cache/switchyard/k8s)
+#
+# Prints the directory holding the binaries on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/../test/k8s"
+
+KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit } $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
+ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit } $2 == "go.etcd.io/etcd/server/v3" { print $3; exit }' etcd/go.mod)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] || { echo "k8s-bins: cannot read pinned versions from test/k8s/go.mod" >&2; exit 1; }
+CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
+OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
+
+command -v go >/dev/null || { echo "k8s-bins: Go (>= the version in test/k8s/go.mod) is required to build kube-apiserver, kube-proxy and etcd" >&2; exit 1; }
+
+if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-proxy" ] && [ -x "$OUT/etcd" ]; then
+  echo "$OUT"
+  exit 0
+fi
+
+mkdir -p "$OUT"
+start=$(date +%s)
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+major=${KUBE_VERSION#v}; minor=${major#*.}; major=${major%%.*}; minor=${minor%%.*}
+vpkg=k8s.io/component-base/version
+kube_ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=$major -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
+build() { # out-name module-dir package ldflags
+  if [ ! -x "$OUT/$1" ]; then
+    echo "k8s-bins: building $1 ($3)" >&2
+    (cd "$2" && nice go build -trimpath -ldflags="$4" -o "$OUT/$1.tmp" "$3")
+    mv "$OUT/$1.tmp" "$OUT/$1"
+  fi
+}
+build kube-apiserver . k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+build kube-proxy . k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
+build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
+echo "k8s-bins: built in $(( $(date +%s) - start )) s" >&2
+echo "$OUT"
