@@ -49,7 +49,7 @@ export interface AgentStatus {
   node: string;
   ready: boolean;
   attached: AttachedLink[];
-  source: { kind: string; appliedVersion?: string; lastSnapshotAt?: string };
+  source: { kind: string; appliedVersion?: string; lastSnapshotAt?: string; [detail: string]: unknown };
   lastSync?: SyncResult & { at: string };
   rejected: Rejection[];
   resync?: ResyncStatus;
@@ -217,6 +217,7 @@ export class Agent {
         kind: this.d.source.describe(),
         appliedVersion: this.appliedVersion,
         lastSnapshotAt: this.lastSnapshotAt ? new Date(this.lastSnapshotAt).toISOString() : undefined,
+        ...this.d.source.status?.(),
       },
       lastSync: this.lastSync,
       rejected: this.rejected,

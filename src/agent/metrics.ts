@@ -35,6 +35,10 @@ export function agentMetrics(registry: Registry) {
     writes: new Counter({ name: 'switchyard_map_writes_total', help: 'Entries written, by kind (backend, maglev_table, service, name).', labelNames: ['kind'], registers: [registry] }),
     resyncs: new Counter({ name: 'switchyard_resyncs_total', help: 'Periodic comparisons of the maps with the desired state, by result (in_sync, repaired).', labelNames: ['result'], registers: [registry] }),
     driftEntries: new Counter({ name: 'switchyard_drift_entries_total', help: 'Map entries found drifted from the desired state (and repaired) by the periodic resync.', registers: [registry] }),
+    // Kubernetes API source (src/source/kube.ts).
+    sourceWatchRestarts: new Counter({ name: 'switchyard_source_watch_restarts_total', help: 'Watches started again, by resource and reason (closed, stalled, gone, error).', labelNames: ['resource', 'reason'], registers: [registry] }),
+    sourceErrors: new Counter({ name: 'switchyard_source_errors_total', help: 'Failed list or watch requests to the API server, by resource.', labelNames: ['resource'], registers: [registry] }),
+    sourceRelists: new Counter({ name: 'switchyard_source_relists_total', help: 'Full lists after the first, by resource and reason (gone: 410).', labelNames: ['resource', 'reason'], registers: [registry] }),
   };
 }
 

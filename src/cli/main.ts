@@ -13,6 +13,9 @@ import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapa
 import { Reconciler } from '../dataplane/reconciler.js';
 import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/index.js';
 import { FileSource } from '../source/file.js';
+import { KubeSource } from '../source/kube.js';
+import { inCluster, loadKubeConfig } from '../source/kubeconfig.js';
+import type { Source } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
 import { labDown, labUp } from '../lab/demo.js';
 import { datapathMaps } from '../dataplane/maps.js';
@@ -31,17 +34,26 @@ const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
 Usage:
   switchyard agent   --node-name N --source file:PATH [options]
+  switchyard agent   --node-name N --kubeconfig FILE | --apiserver URL [--token-file F --ca-file F] [options]
   switchyard cleanup [--cgroup PATH] [--bpf-root DIR]   (in the agent's network namespace: also tc and iptables)
   switchyard status  [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR] [-o table|json|yaml]
   switchyard maps    services|backends|maglev SVC|flows|affinity [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
-  switchyard lab     up|down [--prefix P]
+  switchyard lab     up|down [--prefix P] [--apiserver]
+                     (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API)
 
 Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHYARD_NODE_NAME):
   --node-name N           this node's name (Node object, local endpoints)          [required]
-  --source file:PATH      YAML file or directory of Services/EndpointSlices/Nodes   [required]
+  --source SRC            file:PATH (YAML file or directory of Services/EndpointSlices/Nodes)
+                          or kube (the Kubernetes API)      [kube when --kubeconfig/--apiserver is given or in a pod]
+  --kubeconfig FILE       kubeconfig for the Kubernetes API
+  --apiserver URL         direct API server address (https://HOST:PORT), so the agent does not depend on
+                          the kubernetes Service VIP it programs; with --kubeconfig, overrides its server
+  --token-file F          bearer token for --apiserver          [in a pod: the service-account token]
+  --ca-file F             CA bundle for --apiserver             [in a pod: the service-account CA]
+  --watch-stall-timeout S restart a watch that saw no event or bookmark for S seconds   [150]
   --cgroup PATH           cgroup v2 directory to attach the socket hooks to        [cgroup v2 root, found in /proc/self/mountinfo]
   --bpf-root DIR          bpffs directory for this agent's pins                    [/sys/fs/bpf/switchyard]
   --api-addr HOST:PORT    REST API, readiness and metrics                          [${DEFAULT_API_ADDR}]
@@ -74,6 +86,11 @@ or a svc id. flows and affinity are paginated: every page is fetched unless --li
 const agentOptions = {
   'node-name': { type: 'string' },
   source: { type: 'string' },
+  kubeconfig: { type: 'string' },
+  apiserver: { type: 'string' },
+  'token-file': { type: 'string' },
+  'ca-file': { type: 'string' },
+  'watch-stall-timeout': { type: 'string' },
   cgroup: { type: 'string' },
   'bpf-root': { type: 'string' },
   'api-addr': { type: 'string' },
@@ -133,7 +150,9 @@ function splitAddr(a: string): { host: string; port: number } {
 
 async function runAgent(o: Opts): Promise<number> {
   if (!o['node-name']) throw new Error('--node-name is required (see --help)');
-  if (!o.source?.startsWith('file:')) throw new Error('--source file:PATH is required (see --help)');
+  const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || inCluster() ? 'kube' : undefined);
+  if (!sourceKind || !(sourceKind.startsWith('file:') || sourceKind === 'kube')) throw new Error('--source file:PATH, --source kube, --kubeconfig or --apiserver is required (see --help)');
+  const stallSec = intOpt(o['watch-stall-timeout'], 'watch-stall-timeout', 150);
   const maglevSize = intOpt(o['maglev-table-size'], 'maglev-table-size', DEFAULT_MAGLEV_SIZE);
   if (!isValidTableSize(maglevSize)) throw new Error(`--maglev-table-size must be one of ${MAGLEV_PRIMES.join(', ')}`);
   const cgroupPath = o.cgroup ?? findCgroup2Root();
@@ -170,7 +189,19 @@ async function runAgent(o: Opts): Promise<number> {
   const names = PinnedNames.openForWrite(bpfRoot, datapath.opts.maxServices, datapath.opts.maxBackends);
   const registry = new Registry();
   const metrics = agentMetrics(registry);
-  const source = new FileSource(o.source.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
+  let source: Source;
+  if (sourceKind === 'kube') {
+    source = new KubeSource({
+      kubeConfig: loadKubeConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
+      nodeName: o['node-name'],
+      serviceProxyName: o['service-proxy-name'],
+      logger: logger.child({ component: 'kube-source' }),
+      metrics: { watchRestarts: metrics.sourceWatchRestarts, errors: metrics.sourceErrors, relists: metrics.sourceRelists },
+      stallMs: stallSec * 1000,
+    });
+  } else {
+    source = new FileSource(sourceKind.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
+  }
   let agentRef: Agent | undefined;
   const hcServers = new HealthCheckServers(() => agentRef?.isReady() ?? false, logger);
   const northSouth = tc
@@ -197,7 +228,7 @@ async function runAgent(o: Opts): Promise<number> {
   const proxyHealth = new ProxyHealthServer(() => ({ healthy: agent.isReady(), lastUpdated: new Date(agent.status().lastSync?.at ?? 0) }));
   if (healthz) await proxyHealth.listen(healthz.host, healthz.port);
   logger.info(
-    { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, cgroup: cgroupPath, bpfRoot, source: o.source, tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
+    { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, cgroup: cgroupPath, bpfRoot, source: source.describe(), tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
     'agent started',
   );
   await agent.start();
@@ -220,8 +251,26 @@ async function runAgent(o: Opts): Promise<number> {
   return 0;
 }
 
+const labOptions = {
+  prefix: { type: 'string' },
+  apiserver: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  if (cmd === 'lab') {
+    const { values, positionals } = parseArgs({ args: rest, options: labOptions, allowPositionals: true, strict: true });
+    if (values.help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    const sub = positionals[0];
+    const prefix = values.prefix ?? 'sylab';
+    if (sub === 'up') return labUp(prefix, { apiserver: values.apiserver ?? false });
+    if (sub === 'down') return labDown(prefix);
+    throw new Error('lab: want "up" or "down"');
+  }
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
   let o = fromEnv(values as Opts);
   // Inspection commands reach an agent's unix socket through the same address option.
@@ -246,12 +295,6 @@ export async function main(argv: string[]): Promise<number> {
       return mapsCommand(positionals[0], positionals[1], o);
     case 'drift':
       return driftCommand(o);
-    case 'lab': {
-      const sub = positionals[0];
-      if (sub === 'up') return labUp(o.prefix ?? 'sylab');
-      if (sub === 'down') return labDown(o.prefix ?? 'sylab');
-      throw new Error('lab: want "up" or "down"');
-    }
     default:
       throw new Error(`unknown command ${JSON.stringify(cmd)} (see --help)`);
   }

@@ -1,28 +1,51 @@
 /** `switchyard lab up|down`: the demo cluster, left running until `lab down`. */
 import { Lab, defaultSpec } from './lab.js';
 import { endpointSlice, exampleObjects, service } from './objects.js';
+import { APISERVER_INTERNAL_URL, ControlPlane } from './controlplane.js';
 
 export const DEMO_API_PORTS: Record<string, number> = { n1: 19101, n2: 19102 };
+/** Root-namespace relay ports of the API-server lab: admin (users, kubectl), agents. */
+export const DEMO_APISERVER_PORTS = { admin: 19110, agent: 19111 };
 
-export async function labUp(prefix: string): Promise<number> {
+export async function labUp(prefix: string, o: { apiserver?: boolean } = {}): Promise<number> {
   const lab = new Lab(defaultSpec(prefix));
+  let cp: ControlPlane | undefined;
   try {
     lab.up();
-    const version = lab.writeObjects([
+    const objects = [
       ...exampleObjects(lab),
       // North-south: a NodePort Service for the external client.
       service('web-np', { type: 'NodePort', clusterIPs: ['10.96.0.80'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30080 }] }),
       endpointSlice(lab, 'web-np', ['web-0', 'web-1', 'web-2'], [{ name: 'http', port: 8080 }]),
-    ]);
-    // Agents in their node's network namespace, as on a real node: socket hooks and the tc path.
-    for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index, [], { netns: true });
-    await lab.waitApplied(version);
+    ];
+    if (o.apiserver) {
+      cp = new ControlPlane(lab, { adminPort: DEMO_APISERVER_PORTS.admin, agentPort: DEMO_APISERVER_PORTS.agent });
+      await cp.up();
+      const created = await cp.apply(objects);
+      // Agents in their node's namespace reach the API server directly on the fabric, as a
+      // kube-proxy-free node would: not through the kubernetes Service they program themselves.
+      const source = ['--source', 'kube', '--apiserver', APISERVER_INTERNAL_URL, '--token-file', cp.agentTokenFile, '--ca-file', cp.caCert];
+      for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index, [], { netns: true, source });
+      const rv = (kind: string) => created.filter((x) => x.kind === kind).map((x) => x.metadata?.resourceVersion ?? '0').reduce((a, b) => (BigInt(a) > BigInt(b) ? a : b), '0');
+      await cp.waitApplied({ services: rv('Service'), endpointslices: rv('EndpointSlice') }, 20_000);
+    } else {
+      const version = lab.writeObjects(objects);
+      // Agents in their node's network namespace, as on a real node: socket hooks and the tc path.
+      for (const n of lab.spec.nodes) await lab.startAgent(n.name, DEMO_API_PORTS[n.name] ?? 19100 + n.index, [], { netns: true });
+      await lab.waitApplied(version);
+    }
   } catch (e) {
     await lab.down();
     throw e;
   }
   console.log(`lab "${prefix}" is up: nodes ${lab.spec.nodes.map((n) => n.name).join(', ')}; pods ${lab.spec.pods.map((p) => p.name).join(', ')}`);
-  console.log(`objects: ${lab.objectsDir()}/lab.yaml (edit it: the agents apply changes within a second)`);
+  if (cp) {
+    console.log(`API server: ${cp.adminUrl} (admin kubeconfig ${cp.adminKubeconfig}; in the lab's namespaces ${APISERVER_INTERNAL_URL})`);
+    console.log(`agents: --apiserver ${APISERVER_INTERNAL_URL} with the token of ServiceAccount kube-system/switchyard (ClusterRole of deploy/rbac.yaml)`);
+    console.log(`edit objects with any client, e.g. KUBECONFIG=${cp.adminKubeconfig} kubectl get svc,endpointslices -A`);
+  } else {
+    console.log(`objects: ${lab.objectsDir()}/lab.yaml (edit it: the agents apply changes within a second)`);
+  }
   for (const n of lab.spec.nodes) console.log(`agent ${n.name}: API on ${lab.state.agents[n.name].apiSocket}  (log ${lab.state.stateDir}/agent-${n.name}.log)`);
 
   console.log('\nClusterIP 10.96.0.10:80 from client-n1, 300 connections:');

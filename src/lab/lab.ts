@@ -374,7 +374,8 @@ export class Lab {
   }
 
   /**
-   * Starts the agent of a node with the file source; resolves when /readyz says ready.
+   * Starts the agent of a node with the file source (`o.source` replaces those
+   * flags, e.g. with a kubeconfig); resolves when /readyz says ready.
    *
    * By default the agent runs in the root namespace (the socket hooks need
    * bpffs and the node's cgroup, not the node's network) with the tc path
@@ -383,14 +384,14 @@ export class Lab {
    * the north-south path on the node's devices, like a hostNetwork
    * DaemonSet; its API is then reached through a unix socket.
    */
-  async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean } = {}): Promise<number> {
+  async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean; source?: string[] } = {}): Promise<number> {
     this.node(node);
     const apiSocket = o.netns ? join(this.state.stateDir, `agent-${node}.sock`) : undefined;
     const argv = [
       ...(o.netns ? ['nsenter', `--net=/var/run/netns/${this.ns(node)}`, '--'] : []),
       process.execPath, join(repoRoot, 'bin/switchyard.js'), 'agent',
       '--node-name', node,
-      '--source', `file:${this.objectsDir()}`,
+      ...(o.source ?? ['--source', `file:${this.objectsDir()}`]),
       '--cgroup', this.cgroupOf(node),
       '--bpf-root', this.bpfRootOf(node),
       '--api-addr', `127.0.0.1:${apiPort}`,

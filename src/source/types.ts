@@ -27,4 +27,6 @@ export interface Source {
   start(onSnapshot: (s: Snapshot) => void): Promise<void>;
   stop(): Promise<void>;
   describe(): string;
+  /** Optional details for /v1/status (connection state per resource, …). */
+  status?(): object;
 }
