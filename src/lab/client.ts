@@ -14,6 +14,10 @@
  *                                         the destination address)
  *   http <url>                          → { status, headers, body }
  *   tcp-saw <host> <port>               → { pod, saw } or { code }: one connection
+ *   trace <host> <port> <ms> <gapMs> <timeoutMs>
+ *                                       → { t0, events: [[ms since t0, pod or error code], ...] }
+ *                                         (one connection after another, gapMs apart, each given up after
+ *                                         timeoutMs; t0 = Date.now() at start)
  */
 import net from 'node:net';
 import dgram from 'node:dgram';
@@ -22,11 +26,11 @@ import { isIPv6 } from 'node:net';
 const [cmd, host, portS, a3, a4, a5] = process.argv.slice(2);
 const port = Number(portS);
 
-function tcpOnce(): Promise<{ pod: string; peer: string; saw: string }> {
+function tcpOnce(timeoutMs = 3000): Promise<{ pod: string; peer: string; saw: string }> {
   return new Promise((resolve, reject) => {
     const c = net.connect({ host, port });
     let buf = '';
-    const timer = setTimeout(() => c.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), 3000);
+    const timer = setTimeout(() => c.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
     c.on('connect', () => c.write('hi\n'));
     c.on('data', (d) => {
       buf += d.toString();
@@ -218,6 +222,23 @@ async function main(): Promise<unknown> {
       const headers: Record<string, string> = {};
       r.headers.forEach((v, k) => (headers[k] = v));
       return { status: r.status, headers, body: await r.text() };
+    }
+    case 'trace': {
+      const t0 = Date.now();
+      const until = t0 + Number(a3);
+      const gap = Number(a4 ?? 2);
+      const timeout = Number(a5 ?? 1000);
+      const events: [number, string][] = [];
+      while (Date.now() < until) {
+        const t = Date.now() - t0;
+        try {
+          events.push([t, (await tcpOnce(timeout)).pod]);
+        } catch (e) {
+          events.push([t, code(e)]);
+        }
+        if (gap > 0) await new Promise((r) => setTimeout(r, gap));
+      }
+      return { t0, events };
     }
     default:
       throw new Error(`unknown command ${cmd}`);

@@ -102,6 +102,7 @@ export class ControlPlane {
   readonly bins: K8sBins;
   private pids: { etcd?: number; apiserver?: number; cpRelay?: number; adminRelay?: number; agentRelay?: number } = {};
   private apiserverExtra: string[];
+  private objectApi?: KubernetesObjectApi;
 
   constructor(
     readonly lab: Lab,
@@ -257,9 +258,13 @@ export class ControlPlane {
     this.pids.apiserver = this.lab.spawnIn('', this.ns, this.apiserverArgs(), 'cp-apiserver.log');
   }
 
-  /** Stops kube-apiserver (SIGTERM, as a rolling restart would). etcd keeps the state. */
-  async stopApiserver(): Promise<void> {
-    await killAndWait(this.pids.apiserver);
+  /**
+   * Stops kube-apiserver: SIGTERM, as a rolling restart would, then SIGKILL
+   * after `graceMs` (a terminating kube-apiserver keeps open watch requests
+   * until its request timeout, a minute by default). etcd keeps the state.
+   */
+  async stopApiserver(graceMs = 5000): Promise<void> {
+    await killAndWait(this.pids.apiserver, graceMs);
     this.pids.apiserver = undefined;
   }
 
@@ -275,6 +280,16 @@ export class ControlPlane {
   async stopAgentRelay(): Promise<void> {
     await killAndWait(this.pids.agentRelay);
     this.pids.agentRelay = undefined;
+  }
+
+  /** Freezes the agents' relay (SIGSTOP): connections stay open but carry nothing, like a silently dead path. */
+  freezeAgentRelay(): void {
+    if (!alive(this.pids.agentRelay)) throw new Error('the agents\' relay is not running');
+    process.kill(this.pids.agentRelay!, 'SIGSTOP');
+  }
+
+  thawAgentRelay(): void {
+    if (alive(this.pids.agentRelay)) process.kill(this.pids.agentRelay!, 'SIGCONT');
   }
 
   startAgentRelay(): void {
@@ -338,16 +353,18 @@ export class ControlPlane {
 
   /** Creates objects as admin; an object that exists already is replaced. */
   async apply(objects: object[]): Promise<KubernetesObject[]> {
-    const client = KubernetesObjectApi.makeApiClient(this.adminConfig());
+    this.objectApi ??= KubernetesObjectApi.makeApiClient(this.adminConfig());
+    const client = this.objectApi;
     const out: KubernetesObject[] = [];
     for (const o of objects as KubernetesObject[]) {
+      let cur: KubernetesObject | undefined;
       try {
-        out.push(await client.create(o));
+        cur = await client.read(o as KubernetesObject & { metadata: { name: string } });
       } catch (e) {
-        if ((e as { code?: number }).code !== 409) throw e;
-        const cur = await client.read(o as KubernetesObject & { metadata: { name: string } });
-        out.push(await client.replace({ ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata?.resourceVersion } }));
+        if ((e as { code?: number }).code !== 404) throw e;
       }
+      // Replace an existing object (a create would fail validation first, e.g. on a taken ClusterIP).
+      out.push(cur ? await client.replace({ ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata?.resourceVersion } }) : await client.create(o));
     }
     return out;
   }
@@ -398,6 +415,7 @@ export class ControlPlane {
 
   /** Stops every control-plane process; Lab.down() removes the namespace and files. */
   async down(): Promise<void> {
+    this.thawAgentRelay();
     for (const k of ['agentRelay', 'adminRelay', 'cpRelay', 'apiserver', 'etcd'] as const) await killAndWait(this.pids[k], 5000);
     rmSync(this.socket, { force: true });
   }

@@ -273,27 +273,27 @@ export class Lab {
   }
 
   /**
-   * Runs the lab client in a pod (namespace + its node's cgroup) and returns
-   * its JSON answer.
+   * Runs the lab client in a pod (namespace + its node's cgroup, or `cgroup`)
+   * and returns its JSON answer.
    */
-  client<T = any>(pod: string, args: (string | number)[], timeoutMs = 120_000): Promise<T> {
-    return this.runInPod<T>(pod, 'dist/src/lab/client.js', args, { timeoutMs });
+  client<T = any>(pod: string, args: (string | number)[], timeoutMs = 120_000, cgroup?: string): Promise<T> {
+    return this.runInPod<T>(pod, 'dist/src/lab/client.js', args, { timeoutMs, cgroup });
   }
 
   /**
    * Runs one of the project's Node scripts in a pod: its network namespace and
-   * its node's cgroup (joined before `ip netns exec`, whose /sys lacks the
+   * its node's cgroup (or `cgroup`; joined before `ip netns exec`, whose /sys lacks the
    * cgroup2 mount). `preExec` is shell run right after joining the cgroup
    * (e.g. to open descriptors on other cgroups). Resolves with the last JSON
    * line the script prints; rejects on `{"fatal": …}`, a bad exit or a timeout.
    */
-  runInPod<T = any>(pod: string, script: string, args: (string | number)[], opts: { timeoutMs?: number; preExec?: string } = {}): Promise<T> {
+  runInPod<T = any>(pod: string, script: string, args: (string | number)[], opts: { timeoutMs?: number; preExec?: string; cgroup?: string } = {}): Promise<T> {
     const p = this.pod(pod);
     const timeoutMs = opts.timeoutMs ?? 120_000;
     const what = `${script.split('/').pop()} ${args.join(' ')} in ${pod}`;
     const argv = [
       '-c',
-      `echo $$ > '${this.cgroupOf(p.node)}/cgroup.procs' && ${opts.preExec ? `${opts.preExec} && ` : ''}exec "$@"`,
+      `echo $$ > '${opts.cgroup ?? this.cgroupOf(p.node)}/cgroup.procs' && ${opts.preExec ? `${opts.preExec} && ` : ''}exec "$@"`,
       'sh', 'ip', 'netns', 'exec', this.ns(p.name), process.execPath, join(repoRoot, script), ...args.map(String),
     ];
     return new Promise((resolve, reject) => {

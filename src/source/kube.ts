@@ -335,6 +335,8 @@ class Reflector {
           }
           this.watching = true;
           const lines = createInterface({ input: res, crlfDelay: Infinity });
+          // readline re-emits the response's errors (ECONNRESET when the server goes away).
+          lines.on('error', (e) => finish('error', e));
           lines.on('line', (line) => {
             if (done || line.length === 0) return;
             let ev: { type?: string; object?: any };
