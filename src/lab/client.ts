@@ -18,6 +18,9 @@
  *                                       → { t0, events: [[ms since t0, pod or error code], ...] }
  *                                         (one connection after another, gapMs apart, each given up after
  *                                         timeoutMs; t0 = Date.now() at start)
+ *   probe <json>                        → { [id]: { counts, errors } } for a list of targets
+ *                                         [{ id, host, port, proto: "tcp"|"udp", count, timeoutMs }]; a target whose
+ *                                         first two attempts fail gets no more attempts (failures are deterministic)
  */
 import net from 'node:net';
 import dgram from 'node:dgram';
@@ -26,9 +29,9 @@ import { isIPv6 } from 'node:net';
 const [cmd, host, portS, a3, a4, a5] = process.argv.slice(2);
 const port = Number(portS);
 
-function tcpOnce(timeoutMs = 3000): Promise<{ pod: string; peer: string; saw: string }> {
+function tcpOnce(timeoutMs = 3000, to: { host: string; port: number } = { host, port }): Promise<{ pod: string; peer: string; saw: string }> {
   return new Promise((resolve, reject) => {
-    const c = net.connect({ host, port });
+    const c = net.connect(to);
     let buf = '';
     const timer = setTimeout(() => c.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
     c.on('connect', () => c.write('hi\n'));
@@ -49,13 +52,13 @@ function tcpOnce(timeoutMs = 3000): Promise<{ pod: string; peer: string; saw: st
   });
 }
 
-function udpOnce(sock: dgram.Socket, connected: boolean): Promise<{ pod: string; from: string }> {
+function udpOnce(sock: dgram.Socket, connected: boolean, timeoutMs = 2000): Promise<{ pod: string; from: string }> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       sock.off('message', onMsg);
       sock.off('error', onErr);
       reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }));
-    }, 2000);
+    }, timeoutMs);
     const onMsg = (msg: Buffer, rinfo: dgram.RemoteInfo) => {
       clearTimeout(timer);
       sock.off('message', onMsg);
@@ -79,6 +82,14 @@ function udpOnce(sock: dgram.Socket, connected: boolean): Promise<{ pod: string;
     };
     if (connected) sock.send('hi\n', cb);
     else sock.send('hi\n', port, host, cb);
+  });
+}
+
+/** dgram's connect() hands a failure (ECONNREFUSED from a socket hook) to its callback, not to 'error'. */
+function udpConnect(sock: dgram.Socket, port_: number, host_: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    sock.once('error', reject);
+    (sock.connect as (port: number, address: string, cb: (err?: Error) => void) => void)(port_, host_, (err?: Error) => (err ? reject(err) : resolve()));
   });
 }
 
@@ -113,7 +124,7 @@ async function main(): Promise<unknown> {
       for (let i = 0; i < Number(a3 ?? 1); i++) {
         const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
         try {
-          if (connected) await new Promise<void>((res, rej) => { sock.once('error', rej); sock.connect(port, host, () => res()); });
+          if (connected) await udpConnect(sock, port, host);
           const r = await udpOnce(sock, connected);
           bump(counts, r.pod);
           from.add(r.from);
@@ -239,6 +250,39 @@ async function main(): Promise<unknown> {
         if (gap > 0) await new Promise((r) => setTimeout(r, gap));
       }
       return { t0, events };
+    }
+    case 'probe': {
+      const targets = JSON.parse(host) as { id: string; host: string; port: number; proto: 'tcp' | 'udp'; count: number; timeoutMs: number }[];
+      const out: Record<string, { counts: Record<string, number>; errors: Record<string, number> }> = {};
+      for (const t of targets) {
+        const counts: Record<string, number> = {};
+        const errors: Record<string, number> = {};
+        let ok = 0;
+        let failed = 0;
+        for (let i = 0; i < t.count && !(ok === 0 && failed >= 2); i++) {
+          try {
+            if (t.proto === 'udp') {
+              const sock = dgram.createSocket(isIPv6(t.host) ? 'udp6' : 'udp4');
+              // An ICMP error (port unreachable from a REJECT rule) arrives as a socket 'error'.
+              const failed_ = new Promise<never>((_, rej) => sock.on('error', rej));
+              try {
+                await Promise.race([udpConnect(sock, t.port, t.host), failed_]);
+                bump(counts, (await Promise.race([udpOnce(sock, true, t.timeoutMs), failed_])).pod);
+              } finally {
+                sock.close();
+              }
+            } else {
+              bump(counts, (await tcpOnce(t.timeoutMs, { host: t.host, port: t.port })).pod);
+            }
+            ok++;
+          } catch (e) {
+            bump(errors, code(e));
+            failed++;
+          }
+        }
+        out[t.id] = { counts, errors };
+      }
+      return out;
     }
     default:
       throw new Error(`unknown command ${cmd}`);

@@ -1,0 +1,146 @@
+/**
+ * The real kube-proxy (iptables mode) in a lab node's network namespace,
+ * against the lab's kube-apiserver: the reference switchyard is compared with.
+ *
+ * It programs iptables in the node's namespace only. Its process is not in the
+ * node's cgroup, and neither are the clients meant to go through it: a client
+ * in a pod namespace but outside the node's cgroup is not seen by switchyard's
+ * socket hooks, so its packets to a ClusterIP reach the node's netfilter rules.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import type { Lab } from './lab.js';
+import { CLUSTER_CIDRS, CP_IP, CP_IP6, SERVICE_CIDRS, type ControlPlane } from './controlplane.js';
+
+const METRICS_ADDR = '127.0.0.1:10249';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class KubeProxy {
+  pid?: number;
+
+  constructor(
+    readonly lab: Lab,
+    readonly cp: ControlPlane,
+    readonly node: string,
+  ) {}
+
+  get configFile(): string {
+    return join(this.cp.dir, `kube-proxy-${this.node}.yaml`);
+  }
+  get logName(): string {
+    return `kube-proxy-${this.node}.log`;
+  }
+
+  start(): void {
+    // Lab nodes have no default route. A real node has one, so that a packet to a ClusterIP that
+    // kube-proxy does not DNAT (a Service without endpoints) is routed, reaches the filter table's
+    // REJECT rule and is answered with port-unreachable. Here the control-plane namespace is that
+    // route's next hop (it does not forward, so anything left over is dropped).
+    const ns = this.lab.ns(this.node);
+    execFileSync('ip', ['-n', ns, 'route', 'replace', SERVICE_CIDRS[0], 'via', CP_IP]);
+    execFileSync('ip', ['-n', ns, '-6', 'route', 'replace', SERVICE_CIDRS[1], 'via', CP_IP6]);
+    // Answer every REJECT: with the default ICMP rate limits a test that connects to many
+    // endpoint-less Services in a row sees most port-unreachable messages suppressed (a timeout,
+    // as if dropped). These sysctls are per network namespace.
+    execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv4.icmp_ratelimit=0', 'net.ipv4.icmp_msgs_per_sec=100000', 'net.ipv4.icmp_msgs_burst=100000', 'net.ipv6.icmp.ratelimit=0']);
+    writeFileSync(
+      this.configFile,
+      stringify({
+        apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+        kind: 'KubeProxyConfiguration',
+        clientConnection: { kubeconfig: this.cp.kubeProxyKubeconfig },
+        hostnameOverride: this.node,
+        mode: 'iptables',
+        clusterCIDR: CLUSTER_CIDRS.join(','),
+        detectLocalMode: 'ClusterCIDR',
+        healthzBindAddress: '127.0.0.1:10256',
+        metricsBindAddress: METRICS_ADDR,
+        // Leave the machine's global settings alone: no conntrack table sizing, no timeouts, no OOM score.
+        conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
+        oomScoreAdj: 0,
+        iptables: { localhostNodePorts: false, minSyncPeriod: '1s', syncPeriod: '30s' },
+      }),
+    );
+    this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName);
+  }
+
+  log(): string {
+    const f = join(this.lab.state.stateDir, this.logName);
+    return existsSync(f) ? readFileSync(f, 'utf8').slice(-4000) : '(no log)';
+  }
+
+  metricsText(): string {
+    return execFileSync('ip', ['netns', 'exec', this.lab.ns(this.node), 'curl', '-sS', '-m', '5', `http://${METRICS_ADDR}/metrics`], { encoding: 'utf8' });
+  }
+
+  /** Per IP family: the last time a change was queued and the last time rules were synced (s). */
+  syncState(): Record<string, { queued: number; synced: number }> {
+    const out: Record<string, { queued: number; synced: number }> = {};
+    for (const line of this.metricsText().split('\n')) {
+      const m = /^kubeproxy_sync_proxy_rules_last_(queued_)?timestamp_seconds\{ip_family="(IPv[46])"\} (\S+)$/.exec(line);
+      if (!m) continue;
+      const f = (out[m[2]] ??= { queued: 0, synced: 0 });
+      if (m[1]) f.queued = Number(m[3]);
+      else f.synced = Number(m[3]);
+    }
+    return out;
+  }
+
+  /**
+   * Waits until kube-proxy has queued a change after `sinceMs` (wall clock),
+   * has synced everything it queued, and nothing new was queued for `quietMs`.
+   */
+  async waitSynced(sinceMs: number, timeoutMs = 60_000, quietMs = 1500): Promise<number> {
+    const t0 = Date.now();
+    let lastQueued = -1;
+    let quietSince = Date.now();
+    let st: Record<string, { queued: number; synced: number }> = {};
+    while (Date.now() - t0 < timeoutMs) {
+      try {
+        st = this.syncState();
+      } catch {
+        st = {};
+      }
+      const fams = Object.values(st);
+      const queued = Math.max(0, ...fams.map((f) => f.queued));
+      if (queued !== lastQueued) {
+        lastQueued = queued;
+        quietSince = Date.now();
+      }
+      const done = fams.length > 0 && queued * 1000 >= sinceMs && fams.every((f) => f.synced >= f.queued);
+      if (done && Date.now() - quietSince >= quietMs) return Date.now() - t0;
+      if (!this.alive()) throw new Error(`kube-proxy on ${this.node} exited:\n${this.log()}`);
+      await sleep(100);
+    }
+    throw new Error(`kube-proxy on ${this.node} did not sync within ${timeoutMs} ms (${JSON.stringify(st)}):\n${this.log()}`);
+  }
+
+  alive(): boolean {
+    try {
+      process.kill(this.pid!, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Resident set size in bytes. */
+  rss(): number {
+    return rssOf(this.pid!);
+  }
+
+  async stop(): Promise<void> {
+    if (!this.pid || !this.alive()) return;
+    process.kill(this.pid, 'SIGTERM');
+    for (let i = 0; i < 100 && this.alive(); i++) await sleep(50);
+    if (this.alive()) process.kill(this.pid, 'SIGKILL');
+  }
+}
+
+export function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) * 1024;
+}
