@@ -203,7 +203,20 @@ export const statusResponse = {
       },
     },
     maps: { type: 'array', items: mapStat },
-    source: { type: 'object', properties: { kind: str, appliedVersion: str, lastSnapshotAt: str } },
+    source: {
+      type: 'object',
+      properties: {
+        kind: str, appliedVersion: str, lastSnapshotAt: str,
+        resources: {
+          type: 'array',
+          description: 'Kubernetes API source: list+watch state per resource',
+          items: {
+            type: 'object',
+            properties: { resource: str, synced: bool, resourceVersion: str, objects: int, watching: bool, lastError: str, lastErrorAt: str },
+          },
+        },
+      },
+    },
     lastSync: {
       type: 'object',
       properties: {

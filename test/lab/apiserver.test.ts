@@ -37,8 +37,11 @@ describe('agents on a real kube-apiserver', () => {
     }
     return sum;
   };
+  /** Programmed frontends, each named namespace/name:port/protocol. */
   const frontends = async (node: 'n1' | 'n2') =>
-    ((await (await fetch(`http://127.0.0.1:${PORTS[node]}/v1/services`)).json()) as { items: { service: string; address: string; port: number }[] }).items;
+    ((await (await fetch(`http://127.0.0.1:${PORTS[node]}/v1/services`)).json()) as { items: { namespace: string; service: string; portName: string; protocol: string; address: string; port: number }[] }).items.map(
+      (f) => ({ ...f, service: `${f.namespace}/${f.service}:${f.portName}/${f.protocol}` }),
+    );
 
   /** Creates or replaces an object as admin; returns its new resourceVersion. */
   async function put(o: object): Promise<string> {
