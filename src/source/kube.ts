@@ -160,6 +160,16 @@ function apiError(status: number, body: string): ApiError {
   return new ApiError(status, `HTTP ${status}: ${msg}`);
 }
 
+/**
+ * What the store keeps of an object: all of it but metadata.managedFields (server-side apply
+ * bookkeeping, often the largest part of an object and never read here), as kube-proxy's
+ * informers also drop it.
+ */
+function trim(o: any): any {
+  if (o?.metadata?.managedFields) delete o.metadata.managedFields;
+  return o;
+}
+
 const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
 type WatchOutcome = { kind: 'closed' | 'stalled' | 'gone' | 'error' | 'stopped'; err?: Error; events: number; ms: number };
@@ -275,7 +285,7 @@ class Reflector {
     do {
       this.abort = new AbortController();
       const page = await this.api.getJson(this.path, { ...this.selectors, limit: this.o.pageSize, continue: cont }, this.o.requestTimeoutMs, this.abort.signal);
-      for (const it of page.items ?? []) items.set(keyOf(it), it);
+      for (const it of page.items ?? []) items.set(keyOf(it), trim(it));
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion ?? '';
     } while (cont && !this.stopped);
@@ -364,7 +374,7 @@ class Reflector {
     switch (ev.type) {
       case 'ADDED':
       case 'MODIFIED':
-        this.store.set(keyOf(o), o);
+        this.store.set(keyOf(o), trim(o));
         if (rv) this.resourceVersion = rv;
         this.onChange(false);
         break;
@@ -394,6 +404,7 @@ export class KubeSource implements Source {
   private onSnapshot?: (s: Snapshot) => void;
   private timer?: NodeJS.Timeout;
   private delivered = false;
+  private firstChangeAt?: number;
   private runs: Promise<void>[] = [];
   private readonly api: ApiTransport;
 
@@ -451,6 +462,7 @@ export class KubeSource implements Source {
       this.emit();
       return;
     }
+    this.firstChangeAt ??= Date.now();
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
@@ -471,8 +483,12 @@ export class KubeSource implements Source {
   }
 
   private emit(): void {
+    const s = this.snapshot();
+    // When the oldest change in this batch arrived (unset on the first snapshot).
+    if (this.delivered && this.firstChangeAt !== undefined) s.eventTime = this.firstChangeAt;
+    this.firstChangeAt = undefined;
     this.delivered = true;
-    this.onSnapshot?.(this.snapshot());
+    this.onSnapshot?.(s);
   }
 }
 
