@@ -15,12 +15,13 @@ ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit } $2 == "
 CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
 OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
 
-command -v go >/dev/null || { echo "k8s-bins: Go (>= the version in test/k8s/go.mod) is required to build kube-apiserver, kube-proxy and etcd" >&2; exit 1; }
-
 if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-proxy" ] && [ -x "$OUT/etcd" ]; then
   echo "$OUT"
   exit 0
 fi
+
+export PATH="$PATH:/usr/local/go/bin" # where scripts/install-go.sh puts it
+command -v go >/dev/null || { echo "k8s-bins: Go is required to build kube-apiserver, kube-proxy and etcd (run scripts/install-go.sh)" >&2; exit 1; }
 
 mkdir -p "$OUT"
 start=$(date +%s)
