@@ -14,8 +14,8 @@
  *    backoff with jitter; the store is kept as it is, so the dataplane keeps
  *    its last programmed state however long the API server is away;
  *  - a watch that delivers neither an event nor a bookmark within `stallMs`
- *    (the API server sends a bookmark about every minute) is abandoned and
- *    resumed, which also covers connections that died silently.
+ *    (default 150 s; the API server sends a bookmark about every minute) is
+ *    abandoned and resumed, which also covers connections that died silently.
  *
  * Snapshots: nothing is handed out until the first list of all three kinds
  * has completed, and then as one snapshot (the agent stays not-ready until it
@@ -415,7 +415,7 @@ export class KubeSource implements Source {
       coalesceMs: opts.coalesceMs ?? 20,
       backoffInitialMs: opts.backoffInitialMs ?? 250,
       backoffMaxMs: opts.backoffMaxMs ?? 10_000,
-      stallMs: opts.stallMs ?? 90_000,
+      stallMs: opts.stallMs ?? 150_000,
       watchTimeoutSec: opts.watchTimeoutSec ?? [300, 600],
       pageSize: opts.pageSize ?? 500,
       requestTimeoutMs: opts.requestTimeoutMs ?? 60_000,
