@@ -174,8 +174,8 @@ async function main(): Promise<void> {
     probeSlice(PODS[0]),
   ]);
   const agentArgs = argv['agent-args'].split(' ').filter(Boolean);
-  await lab.startAgent('n1', AGENT_PORTS.n1, agentArgs, cp.agentSourceArgs());
-  await lab.startAgent('n2', AGENT_PORTS.n2, agentArgs, cp.agentSourceArgs());
+  await lab.startAgent('n1', AGENT_PORTS.n1, agentArgs, { source: cp.agentSourceArgs() });
+  await lab.startAgent('n2', AGENT_PORTS.n2, agentArgs, { source: cp.agentSourceArgs() });
   for (const n of argv['no-kube-proxy'] ? [] : ['n1', 'n2']) {
     const kp = new KubeProxy(lab, cp, n);
     kp.start();

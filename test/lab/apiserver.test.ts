@@ -68,7 +68,7 @@ describe('agents on a real kube-apiserver', () => {
   }
 
   async function startKubeAgent(node: 'n1' | 'n2', extra: string[] = [], source = cp.agentSourceArgs()): Promise<void> {
-    await lab.startAgent(node, PORTS[node], extra, source);
+    await lab.startAgent(node, PORTS[node], extra, { source });
   }
 
   before(async () => {
@@ -264,10 +264,15 @@ describe('agents on a real kube-apiserver', () => {
     }
     cp.startAgentRelay();
     await started;
-    const applied = readFileSync(logFile).subarray(logStart).toString('utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).map((l) => JSON.parse(l));
+    // The log line may land a moment after /readyz turned true.
+    let applied: { services: number }[] = [];
+    for (let i = 0; i < 50 && applied.length === 0; i++) {
+      applied = readFileSync(logFile).subarray(logStart).toString('utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).map((l) => JSON.parse(l));
+      if (applied.length === 0) await sleep(100);
+    }
     const core = cp.adminConfig().makeApiClient(CoreV1Api);
     const all = await core.listServiceForAllNamespaces({ labelSelector: '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless' });
-    assert.ok(applied.length >= 1);
+    assert.ok(applied.length >= 1, `an applied line in the restarted agent's log:\n${readFileSync(logFile).subarray(logStart).toString('utf8').slice(-3000)}`);
     assert.equal(applied[0].services, all.items.length, 'the first applied snapshot held every Service');
     const st = await status('n2');
     assert.match(st.source.kind, /^kube:https:\/\/127\.0\.0\.1:/);

@@ -106,8 +106,8 @@ describe('switchyard vs kube-proxy (iptables), same API server, same lab', () =>
     cp = new ControlPlane(lab, { adminPort: testPort(20), agentPort: testPort(21) });
     await cp.up();
     await cp.apply(lab.nodeObjects());
-    await lab.startAgent('n1', PORTS.n1, [], cp.agentSourceArgs());
-    await lab.startAgent('n2', PORTS.n2, [], cp.agentSourceArgs());
+    await lab.startAgent('n1', PORTS.n1, [], { source: cp.agentSourceArgs() });
+    await lab.startAgent('n2', PORTS.n2, [], { source: cp.agentSourceArgs() });
     for (const n of ['n1', 'n2']) {
       const kp = new KubeProxy(lab, cp, n);
       kp.start();
