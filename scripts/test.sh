@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: unit tests, the BPF_PROG_TEST_RUN tests of the
-# tc programs, then the lab tests (real BPF, real sockets, real network namespaces;
+# tc programs, the lab tests (real BPF, real sockets, real network namespaces), then the
+# north-south differential test against the real kube-proxy (binaries built by setup.sh --k8s;
 # needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,3 +14,4 @@ fi
 node --test --test-reporter=spec dist/test/unit/
 node --test --test-concurrency=1 --test-reporter=spec dist/test/bpf/
 node --test --test-concurrency=1 --test-reporter=spec dist/test/lab/
+node --test --test-concurrency=1 --test-reporter=spec dist/test/diff/
