@@ -126,8 +126,10 @@ struct sy_affinity_val {
 
 /* sy_svc_stats: per-CPU counters per service id. 16 bytes. */
 struct sy_svc_stats {
-	__u64 translations; /* connects/sendmsgs sent to a backend */
-	__u64 refused;      /* refused with ECONNREFUSED (no backend) */
+	__u64 translations; /* connects/sendmsgs/new external flows sent to a backend */
+	__u64 refused;      /* refused with ECONNREFUSED / dropped for want of a backend */
+	__u64 packets;      /* tc path: client → backend packets translated */
+	__u64 bytes;        /* tc path: their bytes (skb->len) */
 };
 
 /* ------------------------------------------------------------------ tc path */

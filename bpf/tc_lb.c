@@ -421,6 +421,17 @@ found:
 	return 0;
 }
 
+/* Per-service packet and byte counters of translated client → backend packets. */
+static __always_inline void sy_count_pkt(__u32 svc_id, const struct __sk_buff *skb)
+{
+	struct sy_svc_stats *st = sy_svc_stats_of(svc_id);
+
+	if (st) {
+		st->packets += 1;
+		st->bytes += skb->len;
+	}
+}
+
 /* ------------------------------------------------------------ IPv4 */
 
 static __always_inline int sy_src_allowed4(const struct sy_svc4_key *fe, __be32 src)
@@ -448,6 +459,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 	__be32 be_addr;
 	__be16 be_port;
 	__u16 flags;
+	__u32 svc_id;
 	__u32 csum_off = sy_l4_csum_off(p);
 	__u64 l4f = sy_l4_flags(p);
 
@@ -460,6 +472,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 			flags = sy_tcp_state(flags, p->tcp_flags, 0);
 		ct->flags = flags;
 		ct->last_seen_ns = now;
+		svc_id = ct->svc_id;
 	} else {
 		struct sy_svc4_key sk = { .addr = p->daddr[0], .port = p->dport, .proto = p->proto,
 					  .scope = SY_SCOPE_EXTERNAL };
@@ -512,6 +525,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		    bpf_map_update_elem(&sy_ct4, &k, &fv, BPF_ANY) < 0)
 			sy_tc_count(SY_TC_CT_FULL);
 		sy_tc_count(SY_TC_NEW_FLOW);
+		svc_id = svc->svc_id;
 	}
 
 	if (sy_store_addr4(skb, p->l3_off + SY_IPV4_DADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, csum_off, l4f,
@@ -520,6 +534,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_SHOT;
 	if (flags & SY_CT_F_MASQ)
 		skb->mark |= sy_cfg_masq_mark;
+	sy_count_pkt(svc_id, skb);
 	sy_tc_count(SY_TC_XLATE_FWD);
 	return TC_ACT_OK;
 }
@@ -695,6 +710,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 	__u32 be_addr[4];
 	__be16 be_port;
 	__u16 flags;
+	__u32 svc_id;
 	__u32 csum_off = sy_l4_csum_off(p);
 
 	__builtin_memcpy(k.saddr, p->saddr, 16);
@@ -708,6 +724,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 			flags = sy_tcp_state(flags, p->tcp_flags, 0);
 		ct->flags = flags;
 		ct->last_seen_ns = now;
+		svc_id = ct->svc_id;
 	} else {
 		struct sy_svc6_key sk = { .port = p->dport, .proto = p->proto, .scope = SY_SCOPE_EXTERNAL };
 		struct sy_ct6_key rk = {};
@@ -759,6 +776,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		    bpf_map_update_elem(&sy_ct6, &k, &fv, BPF_ANY) < 0)
 			sy_tc_count(SY_TC_CT_FULL);
 		sy_tc_count(SY_TC_NEW_FLOW);
+		svc_id = svc->svc_id;
 	}
 
 	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, csum_off, 0, p->daddr, be_addr) < 0 ||
@@ -766,6 +784,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_SHOT;
 	if (flags & SY_CT_F_MASQ)
 		skb->mark |= sy_cfg_masq_mark;
+	sy_count_pkt(svc_id, skb);
 	sy_tc_count(SY_TC_XLATE_FWD);
 	return TC_ACT_OK;
 }

@@ -112,13 +112,13 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
   });
 
   const exported = new Set<string>();
-  let countersCache: { rows: { labels: Record<string, string>; translations: number; refused: number }[]; over: number } = { rows: [], over: 0 };
+  let countersCache: { rows: { labels: Record<string, string>; translations: number; refused: number; packets: number; bytes: number }[]; over: number } = { rows: [], over: 0 };
   const counters = (fresh: boolean) => {
     if (!fresh) return countersCache;
     const raw = serviceCounters(d.maps, d.names());
     const live = new Set(raw.map((c) => `${c.namespace}/${c.service}:${c.portName}/${c.protocol}`));
     for (const k of [...exported]) if (!live.has(k)) exported.delete(k);
-    const byLabels = new Map<string, { labels: Record<string, string>; translations: number; refused: number }>();
+    const byLabels = new Map<string, { labels: Record<string, string>; translations: number; refused: number; packets: number; bytes: number }>();
     let over = 0;
     for (const c of raw) {
       const k = `${c.namespace}/${c.service}:${c.portName}/${c.protocol}`;
@@ -127,9 +127,11 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       if (!own) over++;
       const labels = own ? { namespace: c.namespace, service: c.service, port: c.portName, protocol: c.protocol } : { namespace: '', service: '_other', port: '', protocol: '' };
       const key = JSON.stringify(labels);
-      const row = byLabels.get(key) ?? { labels, translations: 0, refused: 0 };
+      const row = byLabels.get(key) ?? { labels, translations: 0, refused: 0, packets: 0, bytes: 0 };
       row.translations += Number(c.translations);
       row.refused += Number(c.refused);
+      row.packets += Number(c.packets);
+      row.bytes += Number(c.bytes);
       byLabels.set(key, row);
     }
     countersCache = { rows: [...byLabels.values()], over };
@@ -157,6 +159,30 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       guard(() => {
         this.reset();
         for (const r of counters(false).rows) this.inc(r.labels, r.refused);
+      });
+    },
+  });
+  new Counter({
+    name: 'switchyard_service_packets_total',
+    help: 'Packets from external clients translated to a backend at tc (NodePort, LoadBalancer, externalIPs), per Service port.',
+    labelNames,
+    registers: [registry],
+    collect() {
+      guard(() => {
+        this.reset();
+        for (const r of counters(false).rows) this.inc(r.labels, r.packets);
+      });
+    },
+  });
+  new Counter({
+    name: 'switchyard_service_bytes_total',
+    help: 'Bytes of those packets, per Service port.',
+    labelNames,
+    registers: [registry],
+    collect() {
+      guard(() => {
+        this.reset();
+        for (const r of counters(false).rows) this.inc(r.labels, r.bytes);
       });
     },
   });

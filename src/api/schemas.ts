@@ -76,7 +76,7 @@ const serviceItem = {
         properties: { id: int, address: nstr, port: nint, node: nstr, state: { type: 'string', enum: ['ready', 'terminating', 'missing'] }, local: bool, slots: int },
       },
     },
-    counters: { type: 'object', properties: { translations: int, refused: int } },
+    counters: { type: 'object', properties: { translations: int, refused: int, packets: int, bytes: int } },
     raw,
   },
 } as const;

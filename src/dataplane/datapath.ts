@@ -14,6 +14,7 @@ import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram 
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, MapType, attachTypeName } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
+import { openMaglevTable, readMaglevTable } from './maps.js';
 import {
   affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, ALL_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
@@ -228,20 +229,7 @@ export class SocketLbDatapath {
 
   /** Opens the inner table currently installed for svcId, or undefined (none, or the no-table map). Caller closes it. */
   openMaglevTable(svcId: number): BpfMap<number, number> | undefined {
-    const id = this.maglev.lookup(svcId);
-    if (!id) return undefined;
-    let table: BpfMap<number, number>;
-    try {
-      table = new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
-    } catch (e) {
-      if (isBpfError(e, 'ENOENT')) return undefined;
-      throw e;
-    }
-    if (!table.lookup(MAGLEV_SIZE_SLOT)) {
-      table.close();
-      return undefined;
-    }
-    return table;
+    return openMaglevTable(this.maglev, svcId);
   }
 
   /**
@@ -257,21 +245,7 @@ export class SocketLbDatapath {
 
   /** Reads a table back: slot 0 = M, then M ids. */
   readMaglevTable(table: BpfMap<number, number>): Uint32Array {
-    const m = table.lookup(MAGLEV_SIZE_SLOT) ?? 0;
-    const out = new Uint32Array(m + 1);
-    try {
-      const raw = native().mapMmapRead(table.fd, 8 * (m + 1), 0);
-      const area = new Uint32Array(raw.buffer, raw.byteOffset, raw.length / 4);
-      for (let i = 0; i <= m; i++) out[i] = area[2 * i];
-    } catch (e) {
-      if (!isBpfError(e)) throw e;
-      // A table made without BPF_F_MMAPABLE: read it entry by entry.
-      for (const s of table.dumpRaw()) {
-        const i = s.key.readUInt32LE(0);
-        if (i <= m) out[i] = s.value.readUInt32LE(0);
-      }
-    }
-    return out;
+    return readMaglevTable(table);
   }
 
   /** Counts per drop reason, summed over CPUs. */

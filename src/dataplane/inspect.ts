@@ -129,7 +129,7 @@ export interface ServiceEntry {
   backendCount: number;
   maglevSize: number;
   backends: ServiceBackendRef[];
-  counters: { translations: number; refused: number };
+  counters: { translations: number; refused: number; packets: number; bytes: number };
   raw?: RawEntry;
 }
 
@@ -229,6 +229,8 @@ export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = 
         counters: {
           translations: Number(stats.reduce((a, s) => a + s.translations, 0n)),
           refused: Number(stats.reduce((a, s) => a + s.refused, 0n)),
+          packets: Number(stats.reduce((a, s) => a + s.packets, 0n)),
+          bytes: Number(stats.reduce((a, s) => a + s.bytes, 0n)),
         },
         ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
       });
@@ -366,6 +368,9 @@ export interface ServiceCounter {
   protocol: Protocol;
   translations: bigint;
   refused: bigint;
+  /** tc path: translated client → backend packets and their bytes. */
+  packets: bigint;
+  bytes: bigint;
 }
 
 /** Per-CPU service counters summed over CPUs and over the frontends of each Service port. */
@@ -378,10 +383,12 @@ export function serviceCounters(maps: InspectMaps, names: Names): ServiceCounter
       if (!n) continue;
       const stats = maps.svcStats.lookupPerCpu(svcId) ?? [];
       const key = servicePortKey(n);
-      const c = byPort.get(key) ?? { namespace: n.namespace, service: n.name, portName: n.port, protocol: n.protocol, translations: 0n, refused: 0n };
+      const c = byPort.get(key) ?? { namespace: n.namespace, service: n.name, portName: n.port, protocol: n.protocol, translations: 0n, refused: 0n, packets: 0n, bytes: 0n };
       for (const s of stats) {
         c.translations += s.translations;
         c.refused += s.refused;
+        c.packets += s.packets;
+        c.bytes += s.bytes;
       }
       byPort.set(key, c);
     }

@@ -98,7 +98,7 @@ export interface SockRevnatKey { cookie: bigint; addr: string; port: number }
 export interface SockRevnatVal { addr: string; port: number; svcId: number }
 export interface AffinityKey { client: bigint; svcId: number }
 export interface AffinityVal { lastUsedNs: bigint; backendId: number }
-export interface SvcStats { translations: bigint; refused: bigint }
+export interface SvcStats { translations: bigint; refused: bigint; packets: bigint; bytes: bigint }
 
 export const svc4KeyCodec = defineStruct<Svc4Key>('sy_svc4_key', 8, [
   ['addr', 0, 'ip4'], ['port', 4, 'be16'], ['proto', 6, 'u8'], ['scope', 7, 'u8'],
@@ -143,8 +143,8 @@ export const affinityKeyCodec = defineStruct<AffinityKey>('sy_affinity_key', 16,
 export const affinityValCodec = defineStruct<AffinityVal>('sy_affinity_val', 16, [
   ['lastUsedNs', 0, 'u64'], ['backendId', 8, 'u32'],
 ]);
-export const svcStatsCodec = defineStruct<SvcStats>('sy_svc_stats', 16, [
-  ['translations', 0, 'u64'], ['refused', 8, 'u64'],
+export const svcStatsCodec = defineStruct<SvcStats>('sy_svc_stats', 32, [
+  ['translations', 0, 'u64'], ['refused', 8, 'u64'], ['packets', 16, 'u64'], ['bytes', 24, 'u64'],
 ]);
 
 // ------------------------------------------------------------------ tc path

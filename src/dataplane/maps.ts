@@ -47,7 +47,8 @@ function openPinnedRaw(bpfRoot: string, name: string): BpfMap<Buffer, Buffer> | 
   }
 }
 
-function openMaglevTable(maglev: BpfMap<number, number>, svcId: number): BpfMap<number, number> | undefined {
+/** The inner table installed for svcId in an outer sy_maglev map, or undefined (none, or the no-table map). Caller closes it. */
+export function openMaglevTable(maglev: BpfMap<number, number>, svcId: number): BpfMap<number, number> | undefined {
   const id = maglev.lookup(svcId);
   if (!id) return undefined;
   let table: BpfMap<number, number>;
@@ -65,7 +66,7 @@ function openMaglevTable(maglev: BpfMap<number, number>, svcId: number): BpfMap<
 }
 
 /** Slot 0 = M, then M ids; through the mmapped value area when the table has one (slots 8 bytes apart). */
-function readMaglevTable(table: BpfMap<number, number>): Uint32Array {
+export function readMaglevTable(table: BpfMap<number, number>): Uint32Array {
   const m = table.lookup(MAGLEV_SIZE_SLOT) ?? 0;
   const out = new Uint32Array(m + 1);
   try {

@@ -28,7 +28,7 @@ import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, MAGLEV_SIZE_SLOT, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
-  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcValCodec,
+  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec,
   type BackendVal, type SvcVal,
 } from './layout.js';
 
@@ -629,7 +629,7 @@ export class Reconciler {
   /** Zeroes the per-CPU counters of newly allocated service ids. */
   private resetStats(ids: number[]): void {
     if (ids.length === 0) return;
-    const vs = 16 * this.dp.svcStats.cpus;
+    const vs = svcStatsCodec.size * this.dp.svcStats.cpus;
     const zero = Buffer.alloc(vs);
     this.writeBatch(
       this.dp.svcStats,

@@ -143,6 +143,11 @@ describe('north-south traffic through tc in the lab', () => {
       JSON.stringify(masq.slice(0, 3)));
     const metrics = (await lab.agentGet('n1', '/metrics')).body as string;
     assert.match(metrics, /switchyard_tc_packets\{event="new_flow"\} [1-9]/);
+    // Per-Service counters of the tc path: 20 new flows through node 1, each several packets.
+    const svcCounter = (name: string) => Number(new RegExp(`^${name}\\{namespace="default",service="remote",port="http",protocol="TCP"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? -1);
+    assert.ok(svcCounter('switchyard_service_translations_total') >= 20, metrics.split('\n').filter((l) => l.includes('remote')).join('\n'));
+    assert.ok(svcCounter('switchyard_service_packets_total') >= 3 * 20, 'SYN, ACK, data and FIN of each flow are counted');
+    assert.ok(svcCounter('switchyard_service_bytes_total') >= 40 * 3 * 20);
   });
 
   test('Local policy: the backend sees the client itself; a node without local endpoints drops; health check 200/503', async () => {
