@@ -182,13 +182,15 @@ describe('inspection of a running lab: API, CLI, metrics, drift', () => {
   });
 
   test('drift: an entry deleted behind the agent\'s back is reported, and the periodic resync repairs it', async () => {
-    const web2 = (await api(`/v1/backends?service=web&backend=${lab.podIp('web-2')}:8080`)).body.items;
-    assert.equal(web2.length, 1);
-    const id: number = web2[0].id;
     assert.deepEqual((await api('/v1/drift')).body, { inSync: true, items: [] });
-    const key = [id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, id >>> 24].map(String);
     let drift: any;
+    let id = 0;
     for (let attempt = 0; attempt < 3 && !drift; attempt++) {
+      // Read the id each time: a resync gives a backend deleted behind its back a fresh id.
+      const web2 = (await api(`/v1/backends?service=web&backend=${lab.podIp('web-2')}:8080`)).body.items;
+      assert.equal(web2.length, 1);
+      id = web2[0].id;
+      const key = [id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, id >>> 24].map(String);
       const runs = (await api('/v1/status')).body.resync.runs;
       execFileSync('bpftool', ['map', 'delete', 'pinned', join(lab.bpfRootOf('n1'), 'sy_backend'), 'key', ...key]);
       const d = (await api('/v1/drift')).body;
