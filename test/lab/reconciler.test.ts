@@ -243,4 +243,30 @@ describe('reconciler on real maps', () => {
     new Reconciler(dp2).apply([fe('s', '10.96.0.30', [be('10.244.1.10')], { affinityTimeoutSec: 60 })]);
     assert.deepEqual(dp2.affinity.entries().map(([k, val]) => [k.client, val.backendId]), [[1n, liveId]]);
   });
+
+  test('the cheap drift check catches a table replaced or removed; the deep one also an in-place edit', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    rec.apply([fe('a', '10.96.0.10', [be('10.244.1.10'), be('10.244.1.11')]), fe('b', '10.96.0.11', [be('10.244.1.20')])]);
+    assert.deepEqual(rec.drift({ deepTables: false }), []);
+    const ids = Object.fromEntries(dp.svc4.entries().map(([k, v]) => [k.addr, v.svcId]));
+    // Edit a's table in place: only the deep check sees it.
+    const t = dp.openMaglevTable(ids['10.96.0.10'])!;
+    t.update(1, 999);
+    t.close();
+    assert.deepEqual(rec.drift({ deepTables: false }), []);
+    assert.deepEqual(rec.drift().map((d) => `${d.map} ${d.kind}`), ['sy_maglev differs']);
+    // Replace b's table with another one, and release a's slot: both checks see both.
+    const other = dp.createMaglevTable(251, 99);
+    dp.writeMaglevTable(other, 251, new Uint32Array(251).fill(1));
+    const u32 = (v: number) => { const x = Buffer.alloc(4); x.writeUInt32LE(v); return x; };
+    dp.maglev.updateRaw(u32(ids['10.96.0.11']), u32(other.fd));
+    other.close();
+    dp.maglev.updateRaw(u32(ids['10.96.0.10']), u32(dp.noTableFd()));
+    const shallow = rec.drift({ deepTables: false }).map((d) => `${d.kind} ${d.key}`).sort();
+    assert.deepEqual(shallow, [`differs svc ${ids['10.96.0.11']} (10.96.0.11:80/TCP internal)`, `missing svc ${ids['10.96.0.10']} (10.96.0.10:80/TCP internal)`]);
+    rec.resync();
+    assert.deepEqual(rec.drift(), []);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
+  });
 });
