@@ -105,6 +105,31 @@ function tryRun(cmd: string, args: string[]): void {
   }
 }
 
+/**
+ * Runs a command that prints JSON lines; resolves with the last line, rejects
+ * on `{"fatal": …}`, a bad exit, or a timeout (the child is killed).
+ */
+function runJson<T>(cmd: string, argv: string[], what: string, timeoutMs: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      try {
+        const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
+        if (parsed.fatal) reject(new Error(`${what}: ${parsed.fatal}\n${err}`));
+        else resolve(parsed as T);
+      } catch {
+        reject(new Error(`${what} exited ${code}: ${out}${err}`));
+      }
+    });
+  });
+}
+
 export class Lab {
   readonly state: LabState;
   private readonly children: ChildProcess[] = [];
@@ -296,24 +321,7 @@ export class Lab {
       `echo $$ > '${opts.cgroup ?? this.cgroupOf(p.node)}/cgroup.procs' && ${opts.preExec ? `${opts.preExec} && ` : ''}exec "$@"`,
       'sh', 'ip', 'netns', 'exec', this.ns(p.name), process.execPath, join(repoRoot, script), ...args.map(String),
     ];
-    return new Promise((resolve, reject) => {
-      const child = spawn('sh', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      let err = '';
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      child.stdout.on('data', (d) => (out += d));
-      child.stderr.on('data', (d) => (err += d));
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        try {
-          const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
-          if (parsed.fatal) reject(new Error(`${what}: ${parsed.fatal}\n${err}`));
-          else resolve(parsed as T);
-        } catch {
-          reject(new Error(`${what} exited ${code}: ${out}${err}`));
-        }
-      });
-    });
+    return runJson<T>('sh', argv, what, timeoutMs);
   }
 
   /** Runs the lab client in the external namespace (no node cgroup: no socket hooks apply). */
@@ -328,24 +336,7 @@ export class Lab {
 
   private runClient<T>(prefix: string[], args: (string | number)[], where: string, timeoutMs: number): Promise<T> {
     const argv = [...prefix, process.execPath, join(repoRoot, 'dist/src/lab/client.js'), ...args.map(String)];
-    return new Promise((resolve, reject) => {
-      const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      let err = '';
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      child.stdout.on('data', (d) => (out += d));
-      child.stderr.on('data', (d) => (err += d));
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        try {
-          const parsed = JSON.parse(out.trim().split('\n').pop() ?? '');
-          if (parsed.fatal) reject(new Error(`client ${args.join(' ')} in ${where}: ${parsed.fatal}`));
-          else resolve(parsed as T);
-        } catch {
-          reject(new Error(`client ${args.join(' ')} in ${where} exited ${code}: ${out}${err}`));
-        }
-      });
-    });
+    return runJson<T>(argv[0], argv.slice(1), `client ${args.join(' ')} in ${where}`, timeoutMs);
   }
 
   /** Runs a command in one of the lab's namespaces and returns its stdout. */
