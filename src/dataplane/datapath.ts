@@ -85,6 +85,16 @@ export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
 
 const linkDir = (root: string) => join(root, 'links');
 
+/** Map name → fd of a loaded object; throws naming the object when a map is missing. */
+export function mapFds(obj: NativeBpfObject, objectPath: string): (name: string) => number {
+  const fds = new Map(obj.maps().map((m) => [m.name, m.fd]));
+  return (name) => {
+    const f = fds.get(name);
+    if (f === undefined) throw new Error(`${objectPath}: no map ${name}`);
+    return f;
+  };
+}
+
 export class SocketLbDatapath {
   readonly svc4;
   readonly svc6;
@@ -103,12 +113,7 @@ export class SocketLbDatapath {
     private readonly obj: NativeBpfObject,
     readonly opts: Required<Omit<DatapathOptions, 'objectPath'>> & { objectPath: string },
   ) {
-    const fds = new Map(obj.maps().map((m) => [m.name, m.fd]));
-    const fd = (name: string) => {
-      const f = fds.get(name);
-      if (f === undefined) throw new Error(`${opts.objectPath}: no map ${name}`);
-      return f;
-    };
+    const fd = mapFds(obj, opts.objectPath);
     this.svc4 = new BpfMap(fd('sy_svc4'), svc4KeyCodec, svcValCodec);
     this.svc6 = new BpfMap(fd('sy_svc6'), svc6KeyCodec, svcValCodec);
     this.backends = new BpfMap(fd('sy_backend'), u32Codec, backendCodec);

@@ -21,7 +21,7 @@ import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { AttachType, LinkType } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
 import { ALL_STRUCTS, TC_COUNTERS, TC_COUNTER_SLOTS, checkLayouts, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec } from './layout.js';
-import { DEFAULTS, configureMapSizes, type MapSizes } from './datapath.js';
+import { DEFAULTS, configureMapSizes, mapFds, type MapSizes } from './datapath.js';
 
 export const TC_LB_OBJECT = join(repoRoot, 'bpf', 'tc_lb.o');
 
@@ -78,12 +78,7 @@ export class TcDatapath {
     private readonly obj: NativeBpfObject,
     readonly opts: TcOptions & { masqMark: number; ct: CtTimeouts; objectPath: string },
   ) {
-    const fds = new Map(obj.maps().map((m) => [m.name, m.fd]));
-    const fd = (name: string) => {
-      const f = fds.get(name);
-      if (f === undefined) throw new Error(`${opts.objectPath}: no map ${name}`);
-      return f;
-    };
+    const fd = mapFds(obj, opts.objectPath);
     this.ext4 = new BpfMap(fd('sy_ext4'), svc4KeyCodec, extValCodec);
     this.ext6 = new BpfMap(fd('sy_ext6'), svc6KeyCodec, extValCodec);
     this.srcRange4 = new BpfMap(fd('sy_src_range4'), srcRange4KeyCodec, u32Codec);

@@ -21,7 +21,7 @@
  *   kube-proxy.kubeconfig   client certificate for user system:kube-proxy (bound to system:node-proxier
  *                           by the API server's bootstrap policy), server https://10.0.0.2:6443
  */
-import { execFileSync } from 'node:child_process';
+import { sh } from '../util/sys.js';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
@@ -50,15 +50,6 @@ export interface ControlPlaneOptions {
   agentPort: number;
   /** Extra kube-apiserver flags (e.g. --watch-cache=false). */
   apiserverArgs?: string[];
-}
-
-function sh(cmd: string, args: string[]): string {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (e) {
-    const err = e as { stderr?: string; message: string };
-    throw new Error(`${cmd} ${args.join(' ')}: ${err.stderr?.trim() || err.message}`);
-  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -24,7 +24,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync,
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { repoRoot } from '../bpf/native.js';
-import { findCgroup2Root } from '../util/sys.js';
+import { findCgroup2Root, sh } from '../util/sys.js';
 
 export interface LabNodeSpec {
   name: string;
@@ -86,15 +86,6 @@ export interface LabState {
   namespaces: string[];
   pids: number[];
   agents: Record<string, { pid: number; apiPort: number; apiSocket?: string }>;
-}
-
-function sh(cmd: string, args: string[]): string {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (e) {
-    const err = e as { stderr?: string; message: string };
-    throw new Error(`${cmd} ${args.join(' ')}: ${err.stderr?.trim() || err.message}`);
-  }
 }
 
 function tryRun(cmd: string, args: string[]): void {

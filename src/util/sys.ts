@@ -38,3 +38,13 @@ export function ensureBpffs(dir: string): void {
   }
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
 }
+
+/** Runs a command and returns its stdout; throws with the command line and its stderr. */
+export function sh(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (e) {
+    const err = e as { stderr?: string; message: string };
+    throw new Error(`${cmd} ${args.join(' ')}: ${err.stderr?.trim() || err.message}`);
+  }
+}

@@ -22,7 +22,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Lab, type LabSpec } from '../../src/lab/lab.js';
+import { Lab, defaultSpec, type LabSpec } from '../../src/lab/lab.js';
 import { ControlPlane } from '../../src/lab/controlplane.js';
 import { KubeProxy } from '../../src/lab/kubeproxy.js';
 import { repoRoot } from '../../src/bpf/native.js';
@@ -30,21 +30,9 @@ import { generate, twinIp, type GenService } from './diffgen.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
 const SERVERS = ['web-0', 'web-3', 'web-1', 'web-2'];
-const spec: LabSpec = {
-  prefix: TEST_LAB_PREFIX,
-  nodes: [
-    { name: 'n1', index: 1, zone: 'zone-a' },
-    { name: 'n2', index: 2, zone: 'zone-b' },
-  ],
-  pods: [
-    { name: 'web-0', node: 'n1', host: 10, server: true },
-    { name: 'web-3', node: 'n1', host: 11, server: true },
-    { name: 'web-1', node: 'n2', host: 10, server: true },
-    { name: 'web-2', node: 'n2', host: 11, server: true },
-    { name: 'client-n1', node: 'n1', host: 100, server: false },
-    { name: 'client-n2', node: 'n2', host: 100, server: false },
-  ],
-};
+const base = defaultSpec(TEST_LAB_PREFIX);
+/** The default lab plus a second server on n1 (web-3), so that each node has local endpoints to choose from. */
+const spec: LabSpec = { ...base, pods: [...base.pods, { name: 'web-3', node: 'n1', host: 11, server: true }] };
 const PORTS = { n1: testPort(22), n2: testPort(23) };
 const ATTEMPTS = 60; // P(a backend of 4 unseen in 60 random picks) < 2e-7
 // Longer than TCP's first SYN retransmission (1 s): kube-proxy's REJECT of an IPv6 SYN is often
