@@ -1,20 +1,50 @@
-# switchyard agent image. Build: docker build -t switchyard:dev .
-FROM node:20-bookworm AS build
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-      clang llvm libbpf-dev libelf-dev zlib1g-dev make g++ python3 pkg-config >/dev/null
+# switchyard agent image.
+#
+#   docker build -t switchyard:dev .                  (users: the official Node.js images)
+#   buildah build --network host --build-arg BUILD_IMAGE=B --build-arg RUNTIME_IMAGE=R …
+#                                                     (the lab: bases made here from Debian
+#                                                      packages, scripts/lab-images.sh)
+#
+# Both bases must be Debian (bookworm or later) with Node.js >= 20; the build stage
+# installs npm and the Node.js headers from Debian when the base lacks them.
+ARG BUILD_IMAGE=node:20-bookworm
+ARG RUNTIME_IMAGE=node:20-bookworm-slim
+
+FROM ${BUILD_IMAGE} AS build
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends \
+      clang llvm libbpf-dev libelf-dev zlib1g-dev make g++ python3 pkg-config \
+      $(command -v npm >/dev/null || echo npm) \
+      $(test -f /usr/local/include/node/node.h || echo libnode-dev) >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund --loglevel=error
-COPY . .
-RUN npm run build && npm prune --omit=dev
+RUN npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
+COPY tsconfig.json ./
+COPY bpf ./bpf
+COPY native ./native
+COPY src ./src
+COPY bin ./bin
+# Only what the agent runs: the programs, the addon and the compiled control plane
+# (src/ only; the tests, benchmarks and lab tools are not built into the image).
+RUN rm -rf src/lab \
+    && make -C bpf \
+    && npx node-gyp rebuild --directory native $(test -f /usr/include/node/node.h && echo --nodedir=/usr) \
+    && npx tsc -p tsconfig.json \
+    && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libbpf1 libelf1 zlib1g >/dev/null \
-    && rm -rf /var/lib/apt/lists/*
+# The runtime: Node.js, libbpf, iptables (nft and legacy: Debian's package has both) and
+# iproute2; nothing of the build or of the test harness.
+FROM ${RUNTIME_IMAGE}
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends libbpf1 zlib1g iptables iproute2 >/dev/null \
+    && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
 WORKDIR /opt/switchyard
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/bin ./bin
 COPY --from=build /src/bpf/*.o ./bpf/
 COPY --from=build /src/native/build/Release/switchyard_bpf.node ./native/build/Release/

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes components used by the API-server lab, the tests and
-# the benchmarks (kube-apiserver, kube-proxy, etcd) from their Go modules, pinned in
-# test/k8s/go.mod, into a cache keyed by version. Skips what is already there.
+# Builds the real Kubernetes components used by the lab cluster, the tests and the
+# benchmarks (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kubectl, kube-proxy, etcd, CoreDNS, and the e2e tests' agnhost) from their Go modules, pinned in test/k8s/go.mod,
+# test/k8s/etcd/go.mod and test/k8s/coredns/go.mod, into a cache keyed by version.
+# Skips what is already there.
 #
 #   SY_K8S_CACHE  cache root (default /var/cache/switchyard/k8s)
 #
@@ -11,11 +13,15 @@ cd "$(dirname "$0")/../test/k8s"
 
 KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit } $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
 ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit } $2 == "go.etcd.io/etcd/server/v3" { print $3; exit }' etcd/go.mod)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] || { echo "k8s-bins: cannot read pinned versions from test/k8s/go.mod" >&2; exit 1; }
+COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' coredns/go.mod)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$COREDNS_VERSION" ] || { echo "k8s-bins: cannot read pinned versions from test/k8s/go.mod" >&2; exit 1; }
 CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
 OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-proxy" ] && [ -x "$OUT/etcd" ]; then
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy agnhost etcd coredns)
+have_all=1
+for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || have_all=0; done
+if [ "$have_all" = 1 ]; then
   echo "$OUT"
   exit 0
 fi
@@ -37,7 +43,11 @@ build() { # out-name module-dir package ldflags
   fi
 }
 build kube-apiserver . k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-build kube-proxy . k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
+for c in kube-controller-manager kube-scheduler kubelet kubectl kube-proxy; do
+  build "$c" . "k8s.io/kubernetes/cmd/$c" "$kube_ldflags"
+done
+build agnhost . k8s.io/kubernetes/test/images/agnhost "-s -w"
 build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
+build coredns coredns github.com/coredns/coredns "-s -w"
 echo "k8s-bins: built in $(( $(date +%s) - start )) s" >&2
 echo "$OUT"

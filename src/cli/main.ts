@@ -17,7 +17,6 @@ import { KubeSource } from '../source/kube.js';
 import { inCluster, loadKubeConfig } from '../source/kubeconfig.js';
 import type { Source } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
-import { labDown, labUp } from '../lab/demo.js';
 import { datapathMaps } from '../dataplane/maps.js';
 import { resolveNames } from '../dataplane/inspect.js';
 import { PinnedNames } from '../dataplane/names.js';
@@ -267,6 +266,12 @@ export async function main(argv: string[]): Promise<number> {
     }
     const sub = positionals[0];
     const prefix = values.prefix ?? 'sylab';
+    // The lab is loaded on demand: the agent's image does not ship it.
+    const labModule = '../lab/demo.js'; // a variable: the image's build has no src/lab to type-check
+    const { labDown, labUp } = (await import(labModule)) as {
+      labUp(prefix: string, o: { apiserver?: boolean }): Promise<number>;
+      labDown(prefix: string): Promise<number>;
+    };
     if (sub === 'up') return labUp(prefix, { apiserver: values.apiserver ?? false });
     if (sub === 'down') return labDown(prefix);
     throw new Error('lab: want "up" or "down"');
