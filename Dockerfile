@@ -12,6 +12,8 @@ ARG RUNTIME_IMAGE=node:20-bookworm-slim
 
 FROM ${BUILD_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
+# A CA bundle for npm behind a TLS-intercepting proxy (the lab passes the host's).
+ARG NPM_CONFIG_CAFILE
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends \
       clang llvm libbpf-dev libelf-dev zlib1g-dev make g++ python3 pkg-config \

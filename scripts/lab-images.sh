@@ -33,7 +33,8 @@ for t in buildah debootstrap gcc; do
   command -v "$t" >/dev/null || { log "$t is required (scripts/setup.sh --cluster installs it)"; exit 1; }
 done
 
-BINS=$(bash scripts/k8s-bins.sh | tail -1)
+BINS=
+if wants coredns || wants tools; then BINS=$(bash scripts/k8s-bins.sh | tail -1); fi
 COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' test/k8s/coredns/go.mod)
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
@@ -74,9 +75,15 @@ if wants base && ! have_image "$BASE"; then
   log "base image in $(( $(date +%s) - t0 )) s"
 fi
 
+# The host's CA bundle, for npm inside the build (TLS-intercepting proxies).
+CA_ARGS=()
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  CA_ARGS=(--volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro --build-arg NPM_CONFIG_CAFILE=/run/host-ca.crt)
+fi
+
 if wants switchyard; then
   t0=$(date +%s)
-  buildah build --quiet --layers --network host -f Dockerfile \
+  buildah build --quiet --layers --network host -f Dockerfile "${CA_ARGS[@]}" \
     --build-arg BUILD_IMAGE="$BASE" --build-arg RUNTIME_IMAGE="$BASE" \
     -t localhost/switchyard:dev . >"$OUT/switchyard-build.log" 2>&1 \
     || { tail -40 "$OUT/switchyard-build.log" >&2; exit 1; }

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for switchyard and builds it. Idempotent.
-#   --k8s   also build kube-apiserver, kube-proxy and etcd (API-server lab, tests,
-#           benchmarks) from their pinned Go modules into the version-keyed cache
-#           of scripts/k8s-bins.sh; installs Go first when it is missing or too old.
+#   --k8s      also build the Kubernetes components (kube-apiserver, controller-manager,
+#              scheduler, kubelet, kubectl, kube-proxy, etcd, CoreDNS, agnhost) from their
+#              pinned Go modules into the version-keyed cache of scripts/k8s-bins.sh;
+#              installs Go first when it is missing or too old.
+#   --cluster  also what the lab cluster needs: containerd, runc, CNI plugins, buildah,
+#              debootstrap (Debian packages), and its images (scripts/lab-images.sh).
+#              Implies --k8s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WANT_K8S=0
+WANT_CLUSTER=0
 for a in "$@"; do
   case "$a" in
     --k8s) WANT_K8S=1 ;;
+    --cluster) WANT_K8S=1; WANT_CLUSTER=1 ;;
     *) echo "setup: unknown argument $a" >&2; exit 2 ;;
   esac
 done
 
 PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl curl ca-certificates make g++ python3 pkg-config wrk)
+# The lab cluster: container runtime, CNI plugins, image tools.
+CLUSTER_PKGS=(containerd runc containernetworking-plugins buildah debootstrap gcc libc6-dev)
+if [ "$WANT_CLUSTER" = 1 ]; then PKGS+=("${CLUSTER_PKGS[@]}"); fi
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -38,4 +47,7 @@ if [ "$WANT_K8S" = 1 ]; then
   bash scripts/install-go.sh
   export PATH="/usr/local/go/bin:$PATH"
   bash scripts/k8s-bins.sh >/dev/null
+fi
+if [ "$WANT_CLUSTER" = 1 ]; then
+  bash scripts/lab-images.sh >/dev/null
 fi

@@ -13,6 +13,8 @@
  *                                         each, the same datagram to A and to B (same flow but for
  *                                         the destination address)
  *   http <url>                          → { status, headers, body }
+ *   http-count <host> <port> <count> [path]   → { counts: {body: n}, errors }: one new connection each
+ *   http-loop <host> <port> <ms> [path] → { ok, errors, failures }: GETs one after another, new connection each
  *   tcp-saw <host> <port>               → { pod, saw } or { code }: one connection
  *   trace <host> <port> <ms> <gapMs> <timeoutMs>
  *                                       → { t0, events: [[ms since t0, pod or error code], ...] }
@@ -22,12 +24,27 @@
  *                                         [{ id, host, port, proto: "tcp"|"udp", count, timeoutMs }]; a target whose
  *                                         first two attempts fail gets no more attempts (failures are deterministic)
  */
+import http from 'node:http';
 import net from 'node:net';
 import dgram from 'node:dgram';
 import { isIPv6 } from 'node:net';
 
 const [cmd, host, portS, a3, a4, a5] = process.argv.slice(2);
 const port = Number(portS);
+
+/** One HTTP GET on a fresh connection; resolves with the body of a 200 answer. */
+function httpOnce(h: string, p: number, path: string, timeoutMs = 3000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: h, port: p, path, agent: false, timeout: timeoutMs }, (res) => {
+      let b = '';
+      res.on('data', (d) => (b += d));
+      res.on('end', () => (res.statusCode === 200 ? resolve(b) : reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { code: `HTTP${res.statusCode}` }))));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
+    req.on('error', reject);
+  });
+}
 
 function tcpOnce(timeoutMs = 3000, to: { host: string; port: number } = { host, port }): Promise<{ pod: string; peer: string; saw: string }> {
   return new Promise((resolve, reject) => {
@@ -227,6 +244,38 @@ async function main(): Promise<unknown> {
       } catch (e) {
         return { code: code(e) };
       }
+    }
+    case 'http-count': {
+      // One new connection per request (agnhost /hostname answers with the pod's name).
+      const counts: Record<string, number> = {};
+      const errors: Record<string, number> = {};
+      for (let i = 0; i < Number(a3); i++) {
+        try {
+          const body = (await httpOnce(host, port, a4 ?? '/hostname')).trim();
+          counts[body] = (counts[body] ?? 0) + 1;
+        } catch (e) {
+          errors[code(e)] = (errors[code(e)] ?? 0) + 1;
+        }
+      }
+      return { counts, errors };
+    }
+    case 'http-loop': {
+      // Requests one after another for a while, each on a new connection.
+      const until = Date.now() + Number(a3);
+      let ok = 0;
+      const errors: Record<string, number> = {};
+      const failures: string[] = [];
+      while (Date.now() < until) {
+        try {
+          await httpOnce(host, port, a4 ?? '/hostname');
+          ok++;
+        } catch (e) {
+          errors[code(e)] = (errors[code(e)] ?? 0) + 1;
+          if (failures.length < 20) failures.push(`${new Date().toISOString()} ${code(e)}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      return { ok, errors, failures };
     }
     case 'http': {
       const r = await fetch(host, { signal: AbortSignal.timeout(3000) });

@@ -17,7 +17,7 @@
  * Credentials written to <stateDir>/cp:
  *   admin.kubeconfig        client certificate in system:masters
  *   agent.kubeconfig        token of ServiceAccount kube-system/switchyard, bound to the ClusterRole
- *                           of deploy/rbac.yaml (TokenRequest API), plus agent.token and ca.crt
+ *                           of deploy/base/rbac.yaml (TokenRequest API), plus agent.token and ca.crt
  *   kube-proxy.kubeconfig   client certificate for user system:kube-proxy (bound to system:node-proxier
  *                           by the API server's bootstrap policy), server https://10.0.0.2:6443
  */
@@ -91,7 +91,8 @@ export class ControlPlane {
   readonly dir: string;
   readonly ns: string;
   readonly bins: K8sBins;
-  private pids: { etcd?: number; apiserver?: number; cpRelay?: number; adminRelay?: number; agentRelay?: number } = {};
+  private pids: { etcd?: number; apiserver?: number; cpRelay?: number; adminRelay?: number; agentRelay?: number; controllerManager?: number; scheduler?: number } = {};
+  private pki?: Pki;
   private apiserverExtra: string[];
   private objectApi?: KubernetesObjectApi;
 
@@ -137,7 +138,7 @@ export class ControlPlane {
     return kc;
   }
 
-  /** Builds the namespace and credentials, starts etcd, kube-apiserver and the relays, applies deploy/rbac.yaml. */
+  /** Builds the namespace and credentials, starts etcd, kube-apiserver and the relays, applies deploy/base/rbac.yaml. */
   async up(): Promise<void> {
     mkdirSync(this.dir, { recursive: true });
     const fabric = this.lab.ns('fabric');
@@ -158,12 +159,13 @@ export class ControlPlane {
     this.pids.adminRelay = this.lab.spawnIn('', null, [process.execPath, join(repoRoot, 'dist/src/lab/relay.js'), `tcp:127.0.0.1:${this.opts.adminPort}`, `unix:${this.socket}`], 'admin-relay.log');
     this.startAgentRelay();
     await this.waitReady();
-    await this.applyManifests(join(repoRoot, 'deploy/rbac.yaml'));
+    await this.applyManifests(join(repoRoot, 'deploy/base/rbac.yaml'));
     await this.writeAgentCredentials();
   }
 
   private writeCredentials(): void {
     const pki: Pki = createCa(this.dir, 'switchyard-lab-ca');
+    this.pki = pki;
     issueCert(pki, {
       name: 'apiserver',
       cn: 'kube-apiserver',
@@ -173,6 +175,12 @@ export class ControlPlane {
     });
     const admin = issueCert(pki, { name: 'admin', cn: 'switchyard-lab-admin', orgs: ['system:masters'], usage: 'client' });
     const kp = issueCert(pki, { name: 'kube-proxy', cn: 'system:kube-proxy', usage: 'client' });
+    // kube-apiserver → kubelet (logs, exec, port-forward).
+    issueCert(pki, { name: 'apiserver-kubelet-client', cn: 'kube-apiserver-kubelet-client', orgs: ['system:masters'], usage: 'client' });
+    for (const c of ['controller-manager', 'scheduler'] as const) {
+      const cert = issueCert(pki, { name: c, cn: `system:kube-${c}`, usage: 'client' });
+      writeFileSync(join(this.dir, `${c}.kubeconfig`), kubeconfigYaml(`https://127.0.0.1:${APISERVER_PORT}`, this.caCert, cert));
+    }
     createServiceAccountKeys(this.dir);
     writeFileSync(this.adminKubeconfig, kubeconfigYaml(this.adminUrl, this.caCert, { cert: admin.cert, key: admin.key }));
     writeFileSync(this.kubeProxyKubeconfig, kubeconfigYaml(APISERVER_INTERNAL_URL, this.caCert, { cert: kp.cert, key: kp.key }));
@@ -240,6 +248,13 @@ export class ControlPlane {
       `--service-account-key-file=${join(this.dir, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(this.dir, 'sa.key')}`,
       '--profiling=false',
+      // Node authorizer + the kubelets' client certificates; the API server reaches kubelets for logs and exec.
+      `--kubelet-client-certificate=${join(this.dir, 'apiserver-kubelet-client.crt')}`,
+      `--kubelet-client-key=${join(this.dir, 'apiserver-kubelet-client.key')}`,
+      '--kubelet-preferred-address-types=InternalIP,Hostname',
+      '--enable-admission-plugins=NodeRestriction',
+      // The switchyard DaemonSet's init container mounts bpffs and sets sysctls (privileged).
+      '--allow-privileged=true',
       '--v=1',
       ...this.apiserverExtra,
     ];
@@ -404,10 +419,65 @@ export class ControlPlane {
     return Date.now() - t0;
   }
 
+  /**
+   * Starts kube-controller-manager and kube-scheduler in the control-plane
+   * namespace (a kubelet cluster needs them: Deployments, ReplicaSets,
+   * EndpointSlices, ServiceAccount tokens, scheduling). No node CIDR
+   * allocation: the lab's pod ranges are fixed per node (src/lab/cluster.ts).
+   */
+  startControllers(): void {
+    const kc = (c: string) => join(this.dir, `${c}.kubeconfig`);
+    this.pids.controllerManager = this.lab.spawnIn('', this.ns, [
+      this.bins.kubeControllerManager,
+      `--kubeconfig=${kc('controller-manager')}`,
+      `--authentication-kubeconfig=${kc('controller-manager')}`,
+      `--authorization-kubeconfig=${kc('controller-manager')}`,
+      '--bind-address=127.0.0.1',
+      '--leader-elect=false',
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${join(this.dir, 'sa.key')}`,
+      `--root-ca-file=${this.caCert}`,
+      `--cluster-signing-cert-file=${this.caCert}`,
+      `--cluster-signing-key-file=${join(this.dir, 'ca.key')}`,
+      '--allocate-node-cidrs=false',
+      `--service-cluster-ip-range=${SERVICE_CIDRS.join(',')}`,
+      '--profiling=false',
+      '--v=1',
+    ], 'cp-controller-manager.log');
+    this.pids.scheduler = this.lab.spawnIn('', this.ns, [
+      this.bins.kubeScheduler,
+      `--kubeconfig=${kc('scheduler')}`,
+      `--authentication-kubeconfig=${kc('scheduler')}`,
+      `--authorization-kubeconfig=${kc('scheduler')}`,
+      '--bind-address=127.0.0.1',
+      '--leader-elect=false',
+      '--profiling=false',
+      '--v=1',
+    ], 'cp-scheduler.log');
+  }
+
+  /** Routes from the control-plane namespace to the nodes' pod ranges (pods reach the API server through the `kubernetes` Service). */
+  routePodCidrs(routes: { v4: string; via4: string; v6: string; via6: string }[]): void {
+    for (const r of routes) {
+      sh('ip', ['-n', this.ns, 'route', 'replace', r.v4, 'via', r.via4]);
+      sh('ip', ['-n', this.ns, '-6', 'route', 'replace', r.v6, 'via', r.via6]);
+    }
+  }
+
+  /** A client certificate and kubeconfig for a kubelet (system:node:NAME in system:nodes), server on the fabric. */
+  issueKubeletCredentials(node: string, dir: string, ips: string[]): { kubeconfig: string; serving: { cert: string; key: string } } {
+    if (!this.pki) throw new Error('control plane: credentials not created yet (up() first)');
+    const client = issueCert({ ...this.pki, dir }, { name: 'kubelet-client', cn: `system:node:${node}`, orgs: ['system:nodes'], usage: 'client' });
+    const serving = issueCert({ ...this.pki, dir }, { name: 'kubelet-serving', cn: `system:node:${node}`, usage: 'server', ips, dns: [node] });
+    const kubeconfig = join(dir, 'kubelet.kubeconfig');
+    writeFileSync(kubeconfig, kubeconfigYaml(APISERVER_INTERNAL_URL, this.caCert, client));
+    return { kubeconfig, serving };
+  }
+
   /** Stops every control-plane process; Lab.down() removes the namespace and files. */
   async down(): Promise<void> {
     this.thawAgentRelay();
-    for (const k of ['agentRelay', 'adminRelay', 'cpRelay', 'apiserver', 'etcd'] as const) await killAndWait(this.pids[k], 5000);
+    for (const k of ['scheduler', 'controllerManager', 'agentRelay', 'adminRelay', 'cpRelay', 'apiserver', 'etcd'] as const) await killAndWait(this.pids[k], 5000);
     rmSync(this.socket, { force: true });
   }
 }

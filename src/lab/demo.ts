@@ -2,12 +2,15 @@
 import { Lab, defaultSpec } from './lab.js';
 import { endpointSlice, exampleObjects, service } from './objects.js';
 import { APISERVER_INTERNAL_URL, ControlPlane } from './controlplane.js';
+import { Cluster } from './cluster.js';
+import { demoWorkload } from './workload.js';
 
 export const DEMO_API_PORTS: Record<string, number> = { n1: 19101, n2: 19102 };
 /** Root-namespace relay ports of the API-server lab: admin (users, kubectl), agents. */
 export const DEMO_APISERVER_PORTS = { admin: 19110, agent: 19111 };
 
-export async function labUp(prefix: string, o: { apiserver?: boolean } = {}): Promise<number> {
+export async function labUp(prefix: string, o: { apiserver?: boolean; cluster?: boolean } = {}): Promise<number> {
+  if (o.cluster) return clusterUp(prefix);
   const lab = new Lab(defaultSpec(prefix));
   let cp: ControlPlane | undefined;
   try {
@@ -41,7 +44,7 @@ export async function labUp(prefix: string, o: { apiserver?: boolean } = {}): Pr
   console.log(`lab "${prefix}" is up: nodes ${lab.spec.nodes.map((n) => n.name).join(', ')}; pods ${lab.spec.pods.map((p) => p.name).join(', ')}`);
   if (cp) {
     console.log(`API server: ${cp.adminUrl} (admin kubeconfig ${cp.adminKubeconfig}; in the lab's namespaces ${APISERVER_INTERNAL_URL})`);
-    console.log(`agents: --apiserver ${APISERVER_INTERNAL_URL} with the token of ServiceAccount kube-system/switchyard (ClusterRole of deploy/rbac.yaml)`);
+    console.log(`agents: --apiserver ${APISERVER_INTERNAL_URL} with the token of ServiceAccount kube-system/switchyard (ClusterRole of deploy/base/rbac.yaml)`);
     console.log(`edit objects with any client, e.g. KUBECONFIG=${cp.adminKubeconfig} kubectl get svc,endpointslices -A`);
   } else {
     console.log(`objects: ${lab.objectsDir()}/lab.yaml (edit it: the agents apply changes within a second)`);
@@ -83,5 +86,51 @@ function printSpread(counts: Record<string, number>, total: number): void {
 export async function labDown(prefix: string): Promise<number> {
   const removed = Lab.down(prefix);
   console.log(removed.length ? `lab "${prefix}" removed (${removed.length} objects)` : `no lab "${prefix}" to remove`);
+  return 0;
+}
+
+/**
+ * `switchyard lab up --cluster`: the kubelet cluster with no kube-proxy,
+ * switchyard installed from deploy/ as a DaemonSet, CoreDNS, and a demo
+ * workload; then what a person checks first, from a pod and from outside.
+ */
+async function clusterUp(prefix: string): Promise<number> {
+  const cluster = new Cluster({ prefix, adminPort: DEMO_APISERVER_PORTS.admin, agentPort: DEMO_APISERVER_PORTS.agent });
+  await cluster.up();
+  try {
+    const dsMs = await cluster.deploySwitchyard();
+    console.error(`cluster: switchyard DaemonSet Ready on both nodes in ${(dsMs / 1000).toFixed(1)} s`);
+    await cluster.waitNodesReady();
+    cluster.kubectl(['apply', '-f', '-'], { input: demoWorkload(cluster.images!.tools) });
+    await cluster.waitDeployment('kube-system', 'coredns');
+    await cluster.waitDeployment('default', 'web');
+    await cluster.waitDeployment('default', 'client');
+  } catch (e) {
+    await cluster.down();
+    throw e;
+  }
+  const t = cluster.timings;
+  console.log(`cluster "${prefix}" is up in ${((t.total ?? 0) / 1000).toFixed(0)} s: nodes n1, n2 (kubelet + containerd), no kube-proxy; switchyard as a DaemonSet`);
+  console.log(`kubectl: KUBECONFIG=${cluster.cp.adminKubeconfig} ${cluster.cp.bins.kubectl} get pods -A -o wide`);
+  console.log(cluster.kubectl(['get', 'pods', '-A', '-o', 'wide']));
+  const client = cluster.kubectlJson<any>(['get', 'pods', '-l', 'app=client']).items[0].metadata.name;
+  const show = (title: string, cmd: string[]) => {
+    console.log(`$ kubectl exec ${client} -- ${cmd.join(' ')}    # ${title}`);
+    try {
+      console.log(cluster.exec('default', client, cmd).trimEnd());
+    } catch (e) {
+      console.log(`  failed: ${(e as Error).message}`);
+    }
+  };
+  show('cluster DNS through switchyard', ['nslookup', 'web.default.svc.cluster.local']);
+  show('ClusterIP by name', ['curl', '-sS', '-m', '5', 'http://web.default/hostname']);
+  show('the kubernetes Service', ['curl', '-sS', '-m', '5', '-k', '-o', '/dev/null', '-w', '%{http_code}\\n', 'https://kubernetes.default/version']);
+  console.log('\nNodePort 30080 from the external client (10.0.0.100):');
+  for (const node of ['10.0.0.11', '10.0.0.12']) {
+    const r = await cluster.lab.external(['http-count', node, 30080, 20, '/hostname']).catch((e: Error) => ({ error: e.message }));
+    console.log(`  via ${node}: ${JSON.stringify(r)}`);
+  }
+  console.log(`\nInspect a node: ${cluster.cp.bins.kubectl} --kubeconfig ${cluster.cp.adminKubeconfig} -n kube-system exec ds/switchyard -- node /opt/switchyard/bin/switchyard.js maps services`);
+  console.log(`Remove:  switchyard lab down${prefix === 'sylab' ? '' : ` --prefix ${prefix}`}`);
   return 0;
 }

@@ -1,5 +1,6 @@
 /**
- * Where the lab finds kube-apiserver, kube-proxy and etcd: the directory that
+ * Where the lab finds the Kubernetes binaries (kube-apiserver, kube-controller-manager,
+ * kube-scheduler, kubelet, kubectl, kube-proxy, etcd, CoreDNS): the directory that
  * scripts/k8s-bins.sh prints (it builds them from their pinned Go modules into
  * a cache keyed by version, and returns at once when they are there), or
  * $SY_K8S_BIN_DIR when set.
@@ -12,8 +13,13 @@ import { repoRoot } from '../bpf/native.js';
 export interface K8sBins {
   dir: string;
   kubeApiserver: string;
+  kubeControllerManager: string;
+  kubeScheduler: string;
+  kubelet: string;
+  kubectl: string;
   kubeProxy: string;
   etcd: string;
+  coredns: string;
 }
 
 let cached: K8sBins | undefined;
@@ -32,11 +38,16 @@ export function k8sBins(): K8sBins {
   const bins: K8sBins = {
     dir,
     kubeApiserver: join(dir, 'kube-apiserver'),
+    kubeControllerManager: join(dir, 'kube-controller-manager'),
+    kubeScheduler: join(dir, 'kube-scheduler'),
+    kubelet: join(dir, 'kubelet'),
+    kubectl: join(dir, 'kubectl'),
     kubeProxy: join(dir, 'kube-proxy'),
     etcd: join(dir, 'etcd'),
+    coredns: join(dir, 'coredns'),
   };
-  for (const b of [bins.kubeApiserver, bins.kubeProxy, bins.etcd]) {
-    if (!existsSync(b)) throw new Error(`missing ${b} (run scripts/k8s-bins.sh, or set SY_K8S_BIN_DIR to a directory holding kube-apiserver, kube-proxy and etcd)`);
+  for (const b of Object.values(bins)) {
+    if (b !== dir && !existsSync(b)) throw new Error(`missing ${b} (run scripts/k8s-bins.sh, or set SY_K8S_BIN_DIR to a directory holding the binaries it builds)`);
   }
   cached = bins;
   return bins;

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { repoRoot } from '../bpf/native.js';
 import { findCgroup2Root, sh } from '../util/sys.js';
+import { LAB_DATA_ROOT, cgroupV1Mounts, removeCgroupTree, teardownNode, type NodeState } from './kubelet.js';
 
 export interface LabNodeSpec {
   name: string;
@@ -86,6 +87,8 @@ export interface LabState {
   namespaces: string[];
   pids: number[];
   agents: Record<string, { pid: number; apiPort: number; apiSocket?: string }>;
+  /** Kubelet nodes of a lab cluster (src/lab/kubelet.ts): what teardown needs. */
+  nodes?: Record<string, NodeState>;
 }
 
 function tryRun(cmd: string, args: string[]): void {
@@ -193,6 +196,10 @@ export class Lab {
 
   objectsDir(): string {
     return join(this.state.stateDir, 'objects');
+  }
+
+  saveState(): void {
+    this.save();
   }
 
   private save(): void {
@@ -498,6 +505,8 @@ export class Lab {
         state = undefined;
       }
     }
+    // Kubelet nodes first (the kubelet, then containers, their network namespaces, shims, containerd, mounts).
+    for (const n of Object.values(state?.nodes ?? {})) removed.push(...teardownNode(n, findCgroup2Root()));
     for (const pid of state?.pids ?? []) {
       try {
         process.kill(-pid, 'SIGKILL');
@@ -509,8 +518,11 @@ export class Lab {
         }
       }
     }
+    for (const mount of cgroupV1Mounts()) removed.push(...removeCgroupTree(join(mount, `switchyard-${prefix}`)).slice(-1));
+    rmSync(join(LAB_DATA_ROOT, prefix), { recursive: true, force: true });
     // Processes still in the lab's cgroups (clients of a crashed run) go too.
     const cgBase = state?.cgroupBase ?? join(findCgroup2Root(), `switchyard-${prefix}`);
+    removed.push(...removeCgroupTree(cgBase).slice(-1));
     if (existsSync(cgBase)) {
       for (const n of readdirSync(cgBase, { withFileTypes: true })) {
         if (!n.isDirectory()) continue;

@@ -26,6 +26,21 @@ export function findCgroup2Root(): string {
   return m[0].mountPoint;
 }
 
+/**
+ * The cgroup v2 directory for `path`: `path` itself when it lies on a cgroup2
+ * mount, else `path`/unified when that is one (a hybrid host's /sys/fs/cgroup,
+ * e.g. mounted into a container). Throws when neither is.
+ */
+export function resolveCgroup2(path: string): string {
+  const all = mounts().sort((a, b) => b.mountPoint.length - a.mountPoint.length);
+  const on = (p: string) => all.find((m) => p === m.mountPoint || p.startsWith(m.mountPoint.endsWith('/') ? m.mountPoint : `${m.mountPoint}/`));
+  const clean = path.replace(/\/+$/, '') || '/';
+  if (on(clean)?.fsType === 'cgroup2') return clean;
+  const unified = `${clean}/unified`;
+  if (all.some((m) => m.mountPoint === unified && m.fsType === 'cgroup2')) return unified;
+  throw new Error(`${path} is not on a cgroup v2 mount, and ${unified} is not one either`);
+}
+
 export function isBpffs(path: string): boolean {
   return mounts().some((x) => x.fsType === 'bpf' && x.mountPoint === path);
 }
@@ -40,9 +55,9 @@ export function ensureBpffs(dir: string): void {
 }
 
 /** Runs a command and returns its stdout; throws with the command line and its stderr. */
-export function sh(cmd: string, args: string[]): string {
+export function sh(cmd: string, args: string[], opts: { timeoutMs?: number; input?: string } = {}): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs, input: opts.input, maxBuffer: 64 * 1024 * 1024 });
   } catch (e) {
     const err = e as { stderr?: string; message: string };
     throw new Error(`${cmd} ${args.join(' ')}: ${err.stderr?.trim() || err.message}`);

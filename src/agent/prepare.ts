@@ -1,0 +1,60 @@
+/**
+ * `switchyard prepare`: what the DaemonSet's privileged init container does on
+ * the node before the unprivileged agent starts, so that the agent itself
+ * needs only named capabilities:
+ *
+ * - bpffs at /sys/fs/bpf (mounted when missing; with Bidirectional mount
+ *   propagation the mount is the host's, and pins outlive the pod);
+ * - cgroup v2 under the --cgroup directory (the host's /sys/fs/cgroup): found
+ *   there or in its unified/ directory (hybrid hosts); mounted at unified/
+ *   when the host has none (cgroup v1 only hosts);
+ * - the network sysctls the tc path relies on (/proc/sys is read-only in an
+ *   unprivileged container): forwarding on, ICMP redirects off on every device.
+ *
+ * Idempotent: each step says what it found or did.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { isBpffs, resolveCgroup2 } from '../util/sys.js';
+
+export interface PrepareOptions {
+  bpffs: string;
+  cgroup?: string;
+  sysctls: boolean;
+}
+
+export function prepareNode(o: PrepareOptions): string[] {
+  const done: string[] = [];
+  if (isBpffs(o.bpffs)) done.push(`bpffs already mounted at ${o.bpffs}`);
+  else {
+    mkdirSync(o.bpffs, { recursive: true });
+    execFileSync('mount', ['-t', 'bpf', 'bpf', o.bpffs]);
+    done.push(`mounted bpffs at ${o.bpffs}`);
+  }
+  if (o.cgroup) {
+    try {
+      done.push(`cgroup v2 at ${resolveCgroup2(o.cgroup)}`);
+    } catch {
+      const dir = join(o.cgroup, 'unified');
+      mkdirSync(dir, { recursive: true });
+      execFileSync('mount', ['-t', 'cgroup2', 'none', dir]);
+      done.push(`mounted cgroup v2 at ${dir} (the host had none)`);
+    }
+  }
+  if (o.sysctls) {
+    const set = (path: string, value: string) => {
+      const full = `/proc/sys/${path}`;
+      if (!existsSync(full)) return;
+      if (readFileSync(full, 'utf8').trim() !== value) {
+        writeFileSync(full, value);
+        done.push(`${path.replace(/\//g, '.')} = ${value}`);
+      }
+    };
+    set('net/ipv4/ip_forward', '1');
+    set('net/ipv6/conf/all/forwarding', '1');
+    for (const d of readdirSync('/proc/sys/net/ipv4/conf')) set(`net/ipv4/conf/${d}/send_redirects`, '0');
+    done.push('sysctls checked');
+  }
+  return done;
+}
