@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { V1Node } from '@kubernetes/client-node';
-import { ModelCache, buildDesiredState } from '../model/index.js';
+import { ModelCache, buildDesiredState, nodeInfoFromObject } from '../model/index.js';
 import type { NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
@@ -60,14 +60,9 @@ function rejectionKey(r: Rejection): string {
   return `${r.kind}|${r.namespace}|${r.name}|${r.reason}`;
 }
 
-export function nodeInfoFrom(name: string, node: V1Node | undefined): NodeInfo {
-  const labels = node?.metadata?.labels ?? {};
-  return {
-    name,
-    zone: labels['topology.kubernetes.io/zone'],
-    labels,
-    addresses: (node?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP' || a.type === 'ExternalIP').map((a) => a.address),
-  };
+/** This agent's NodeInfo from its Node object; shape errors go to `rejected`. */
+export function nodeInfoFrom(name: string, node: V1Node | undefined, rejected: Rejection[] = []): NodeInfo {
+  return nodeInfoFromObject(name, node, rejected);
 }
 
 export class Agent {
@@ -192,10 +187,12 @@ export class Agent {
   private observeTriggerTimes(s: Snapshot, at: number): void {
     const seen = new Set<string>();
     for (const es of s.endpointSlices) {
-      const key = `${es.metadata?.namespace}/${es.metadata?.name}`;
+      const meta = (es as { metadata?: { namespace?: unknown; name?: unknown; annotations?: unknown } } | null)?.metadata;
+      const key = `${meta?.namespace}/${meta?.name}`;
       seen.add(key);
-      const t = es.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
-      if (!t || this.triggerTimes.get(key) === t) continue;
+      const annotations = meta?.annotations;
+      const t = typeof annotations === 'object' && annotations !== null ? (annotations as Record<string, unknown>)[LAST_CHANGE_TRIGGER_TIME] : undefined;
+      if (typeof t !== 'string' || t === '' || this.triggerTimes.get(key) === t) continue;
       this.triggerTimes.set(key, t);
       const ms = Date.parse(t);
       // As kube-proxy: changes from before this agent started are not its latency.
@@ -233,14 +230,15 @@ export class Agent {
     this.lastSnapshotAt = this.now();
     const { logger, metrics } = this.d;
     try {
-      const node = s.nodes.find((n) => n.metadata?.name === this.d.nodeName);
-      const nodeInfo = nodeInfoFrom(this.d.nodeName, node);
+      const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
+      const nodeRejected: Rejection[] = [];
+      const nodeInfo = nodeInfoFrom(this.d.nodeName, node, nodeRejected);
       const desired = buildDesiredState(
         { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
         { serviceProxyName: this.d.serviceProxyName },
         this.modelCache,
       );
-      const rejected = [...s.rejected, ...desired.rejected];
+      const rejected = [...s.rejected, ...nodeRejected, ...desired.rejected];
       // Each rejection is logged and counted once, when it appears, not on every sync;
       // the gauge says how many stand now. Only names and the reason: never the object.
       const known = new Set(this.rejected.map(rejectionKey));

@@ -215,6 +215,11 @@ export const statusResponse = {
             properties: { resource: str, synced: bool, resourceVersion: str, objects: int, watching: bool, lastError: str, lastErrorAt: str },
           },
         },
+        parseErrors: {
+          type: 'array',
+          description: 'file source: files that are not valid YAML; the last good state stays applied until they are fixed',
+          items: { type: 'object', properties: { file: str, line: int, column: int, message: str } },
+        },
       },
     },
     lastSync: {

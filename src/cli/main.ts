@@ -12,7 +12,7 @@ import { buildApp } from '../api/server.js';
 import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapath.js';
 import { Reconciler } from '../dataplane/reconciler.js';
 import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/index.js';
-import { FileSource } from '../source/file.js';
+import { FileParseError, FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
 import { inCluster, loadKubeConfig } from '../source/kubeconfig.js';
 import type { Source } from '../source/types.js';
@@ -199,7 +199,11 @@ async function runAgent(o: Opts): Promise<number> {
       stallMs: stallSec * 1000,
     });
   } else {
-    source = new FileSource(sourceKind.slice('file:'.length), (e) => logger.warn({ err: e }, 'file source'));
+    source = new FileSource(sourceKind.slice('file:'.length), (e) =>
+      e instanceof FileParseError
+        ? logger.error({ file: e.file, line: e.line, column: e.column }, `${e.message}; keeping the last good state`)
+        : logger.warn({ err: e }, 'file source'),
+    );
   }
   let agentRef: Agent | undefined;
   const hcServers = new HealthCheckServers(() => agentRef?.isReady() ?? false, logger);

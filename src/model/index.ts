@@ -30,6 +30,9 @@ import { buildEndpointsMap, portKey, serviceKey, type EndpointInfo } from './end
 import { compareAddr, parseIP, type ParsedIP } from './ip.js';
 import { categorizeEndpoints } from './topology.js';
 import {
+  describeValue,
+  isObject,
+  nodeFields,
   normalizeService,
   normalizeSlice,
   type ServicePortSpec,
@@ -145,20 +148,28 @@ interface NodeNorm {
 
 function normalizeNode(node: NodeInfo, rejected: Rejection[]): NodeNorm {
   const name = typeof node?.name === 'string' ? node.name : '';
-  const zone =
-    typeof node?.zone === 'string' && node.zone !== ''
-      ? node.zone
-      : (node?.labels?.[LABEL_TOPOLOGY_ZONE] ?? '');
+  const labelZone = isObject(node?.labels) ? node.labels[LABEL_TOPOLOGY_ZONE] : undefined;
+  const zone = typeof node?.zone === 'string' && node.zone !== '' ? node.zone : typeof labelZone === 'string' ? labelZone : '';
   const addresses: ParsedIP[] = [];
   for (const raw of Array.isArray(node?.addresses) ? node.addresses : []) {
     const ip = parseIP(raw);
     if (!ip) {
-      rejected.push({ kind: 'Node', namespace: '', name, reason: `invalid node address ${JSON.stringify(raw)} ignored` });
+      rejected.push({ kind: 'Node', namespace: '', name, reason: `invalid node address ${describeValue(raw)} ignored` });
       continue;
     }
     if (!addresses.some((a) => a.addr === ip.addr)) addresses.push(ip);
   }
   return { name, zone, addresses };
+}
+
+/**
+ * This agent's NodeInfo from its Node object (any JSON, or undefined when the
+ * source has none): labels, zone, and the InternalIP/ExternalIP addresses.
+ * Parts of the wrong shape are pushed to `rejected` and read as empty.
+ */
+export function nodeInfoFromObject(name: string, node: unknown, rejected: Rejection[]): NodeInfo {
+  const f = nodeFields(name, node, rejected);
+  return { name, zone: f.zone, labels: f.labels, addresses: f.addresses };
 }
 
 function frontendsForPort(

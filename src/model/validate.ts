@@ -155,8 +155,91 @@ function isValidPort(n: unknown): n is number {
   return typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535;
 }
 
-function describeValue(v: unknown): string {
-  return typeof v === 'string' ? `"${v}"` : String(v);
+/** At most this many characters of an offending value go into a rejection reason. */
+const MAX_VALUE_TEXT = 64;
+
+/** A short JSON rendering of an offending value, for rejection reasons (never throws). */
+export function describeValue(v: unknown): string {
+  let t: string;
+  try {
+    t = v === undefined ? 'undefined' : (JSON.stringify(v) ?? String(v));
+  } catch {
+    t = Object.prototype.toString.call(v);
+  }
+  return t.length > MAX_VALUE_TEXT ? `${t.slice(0, MAX_VALUE_TEXT)}…` : t;
+}
+
+/** A JSON object (not null, not a list). */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const isUnset = (v: unknown): v is undefined | null => v === undefined || v === null;
+
+/** The JSON type of a value, as reasons name it. */
+export function jsonType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a map';
+  if (typeof v === 'number') return 'a number';
+  if (typeof v === 'string') return 'a string';
+  if (typeof v === 'boolean') return 'a boolean';
+  return typeof v;
+}
+
+/**
+ * Structural checks shared by the three kinds: each returns a reason when the
+ * field at `path` has the wrong JSON type (unset is always allowed), else null.
+ */
+function wantMap(v: unknown, path: string): string | null {
+  return isUnset(v) || isObject(v) ? null : `${path} must be a map, got ${jsonType(v)}`;
+}
+function wantList(v: unknown, path: string): string | null {
+  return isUnset(v) || Array.isArray(v) ? null : `${path} must be a list, got ${jsonType(v)}`;
+}
+function wantString(v: unknown, path: string): string | null {
+  return isUnset(v) || typeof v === 'string' ? null : `${path} must be a string, got ${jsonType(v)}`;
+}
+/** An enum field; "" counts as unset (the API server defaults it). */
+function wantOneOf(v: unknown, path: string, allowed: readonly string[]): string | null {
+  if (isUnset(v) || v === '' || (typeof v === 'string' && allowed.includes(v))) return null;
+  return `${path} must be one of ${allowed.join(', ')}, got ${describeValue(v)}`;
+}
+/** Label maps: string keys to string values. */
+function wantLabels(v: unknown, path: string): string | null {
+  const r = wantMap(v, path);
+  if (r || isUnset(v)) return r;
+  for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
+    if (typeof val !== 'string') return `${path}[${describeValue(k)}] must be a string, got ${jsonType(val)}`;
+  }
+  return null;
+}
+
+/**
+ * The identity of an object for a Rejection, whatever its shape: the name and
+ * namespace when they are strings, else ''.
+ */
+export function identityOf(o: unknown): { namespace: string; name: string } {
+  const m = isObject(o) && isObject(o.metadata) ? o.metadata : {};
+  return {
+    namespace: typeof m.namespace === 'string' ? m.namespace : '',
+    name: typeof m.name === 'string' ? m.name : '',
+  };
+}
+
+/**
+ * The checks every kind starts with: the object and its metadata are maps,
+ * name and namespace non-empty strings, labels a map of strings. Returns the
+ * reason of the first failure, or null.
+ */
+function checkMetadata(o: unknown, needNamespace: boolean): string | null {
+  if (!isObject(o)) return `object must be a map, got ${jsonType(o)}`;
+  if (!isObject(o.metadata)) return o.metadata === undefined || o.metadata === null ? 'metadata is missing' : `metadata must be a map, got ${jsonType(o.metadata)}`;
+  const { name, namespace } = o.metadata;
+  if (typeof name !== 'string' || name === '' || (needNamespace && (typeof namespace !== 'string' || namespace === ''))) {
+    return needNamespace ? 'metadata.name and metadata.namespace are required' : 'metadata.name is required';
+  }
+  return wantLabels(o.metadata.labels, 'metadata.labels');
 }
 
 export type ServiceOutcome =
@@ -169,55 +252,61 @@ export type ServiceOutcome =
  * `rejected`.
  */
 export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected: Rejection[]): ServiceOutcome {
-  const namespace = svc?.metadata?.namespace ?? '';
-  const name = svc?.metadata?.name ?? '';
+  const { namespace, name } = identityOf(svc);
   const reject = (reason: string) => rejected.push({ kind: 'Service', namespace, name, reason });
+  const whole = (reason: string): ServiceOutcome => (reject(reason), { kind: 'rejected' });
 
-  if (typeof namespace !== 'string' || namespace === '' || typeof name !== 'string' || name === '') {
-    reject('metadata.name and metadata.namespace are required');
-    return { kind: 'rejected' };
-  }
+  // Structure first: any field the model reads must have the JSON type the API
+  // gives it, or the whole object is rejected (as the API server would refuse
+  // it); the model then reads only well-typed values.
+  const meta = checkMetadata(svc, true);
+  if (meta) return whole(meta);
   if (!selectedByLabels(svc.metadata?.labels, opts)) return { kind: 'ignored' };
 
-  const spec = svc.spec;
-  if (!spec) {
-    reject('spec is missing');
-    return { kind: 'rejected' };
-  }
-  const type = spec.type ?? 'ClusterIP';
+  const spec = svc.spec as unknown;
+  if (!isObject(spec)) return whole(spec === undefined || spec === null ? 'spec is missing' : `spec must be a map, got ${jsonType(spec)}`);
+  const status = (svc as { status?: unknown }).status;
+  const lb = isObject(status) ? status.loadBalancer : undefined;
+  const structural =
+    wantString(spec.type, 'spec.type') ??
+    wantString(spec.clusterIP, 'spec.clusterIP') ??
+    wantList(spec.clusterIPs, 'spec.clusterIPs') ??
+    wantList(spec.ports, 'spec.ports') ??
+    wantList(spec.externalIPs, 'spec.externalIPs') ??
+    wantList(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges') ??
+    wantOneOf(spec.sessionAffinity, 'spec.sessionAffinity', ['None', 'ClientIP']) ??
+    wantMap(spec.sessionAffinityConfig, 'spec.sessionAffinityConfig') ??
+    (isObject(spec.sessionAffinityConfig) ? wantMap(spec.sessionAffinityConfig.clientIP, 'spec.sessionAffinityConfig.clientIP') : null) ??
+    wantOneOf(spec.externalTrafficPolicy, 'spec.externalTrafficPolicy', ['Cluster', 'Local']) ??
+    wantOneOf(spec.internalTrafficPolicy, 'spec.internalTrafficPolicy', ['Cluster', 'Local']) ??
+    wantMap(status, 'status') ??
+    wantMap(lb, 'status.loadBalancer') ??
+    (isObject(lb) ? wantList(lb.ingress, 'status.loadBalancer.ingress') : null);
+  if (structural) return whole(structural);
+
+  const type = (spec.type as string | undefined) ?? 'ClusterIP';
   if (type === 'ExternalName') return { kind: 'ignored' };
-  if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer') {
-    reject(`unsupported service type ${describeValue(type)}`);
-    return { kind: 'rejected' };
-  }
+  if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer') return whole(`unsupported service type ${describeValue(type)}`);
 
   // Cluster IPs: spec.clusterIPs (dual-stack), falling back to spec.clusterIP.
   // kube-proxy skips the Service when clusterIP is "" or "None" (headless).
   // The address family of each entry is taken from the address itself;
   // spec.ipFamilies is not consulted (apiserver keeps them consistent).
+  const specIPs = spec.clusterIPs as unknown[] | null | undefined;
   const rawIPs: unknown[] =
-    Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0
-      ? spec.clusterIPs
-      : spec.clusterIP !== undefined && spec.clusterIP !== null && spec.clusterIP !== ''
+    Array.isArray(specIPs) && specIPs.length > 0
+      ? specIPs
+      : !isUnset(spec.clusterIP) && spec.clusterIP !== ''
         ? [spec.clusterIP]
         : [];
   if (spec.clusterIP === 'None' || rawIPs.includes('None')) return { kind: 'ignored' };
   if (rawIPs.length === 0 || rawIPs[0] === '') return { kind: 'ignored' };
-  if (rawIPs.length > 2) {
-    reject(`spec.clusterIPs has ${rawIPs.length} entries; at most 2 are allowed`);
-    return { kind: 'rejected' };
-  }
+  if (rawIPs.length > 2) return whole(`spec.clusterIPs has ${rawIPs.length} entries; at most 2 are allowed`);
   const clusterIPs: ParsedIP[] = [];
   for (const raw of rawIPs) {
     const ip = parseIP(raw);
-    if (!ip) {
-      reject(`invalid clusterIP ${describeValue(raw)}`);
-      return { kind: 'rejected' };
-    }
-    if (clusterIPs.some((c) => c.family === ip.family)) {
-      reject(`spec.clusterIPs has two IPv${ip.family} addresses`);
-      return { kind: 'rejected' };
-    }
+    if (!ip) return whole(`invalid clusterIP ${describeValue(raw)}`);
+    if (clusterIPs.some((c) => c.family === ip.family)) return whole(`spec.clusterIPs has two IPv${ip.family} addresses`);
     clusterIPs.push(ip);
   }
 
@@ -226,37 +315,46 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
   // rather than silently given some other timeout.
   let affinityTimeoutSec = 0;
   if (spec.sessionAffinity === 'ClientIP') {
-    const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
-    if (t === undefined || t === null) {
+    const cfg = spec.sessionAffinityConfig as { clientIP?: { timeoutSeconds?: unknown } | null } | null | undefined;
+    const t = cfg?.clientIP?.timeoutSeconds;
+    if (isUnset(t)) {
       affinityTimeoutSec = DEFAULT_AFFINITY_TIMEOUT_SEC;
     } else if (typeof t === 'number' && Number.isInteger(t) && t >= 1 && t <= MAX_AFFINITY_TIMEOUT_SEC) {
       affinityTimeoutSec = t;
     } else {
-      reject(`invalid sessionAffinityConfig.clientIP.timeoutSeconds ${describeValue(t)} (must be 1..${MAX_AFFINITY_TIMEOUT_SEC})`);
-      return { kind: 'rejected' };
+      return whole(`invalid sessionAffinityConfig.clientIP.timeoutSeconds ${describeValue(t)} (must be 1..${MAX_AFFINITY_TIMEOUT_SEC})`);
     }
   }
 
   // Ports: a bad port is dropped alone; the Service's other ports still apply.
   const ports: ServicePortSpec[] = [];
   const seen = new Set<string>();
-  const rawPorts = Array.isArray(spec.ports) ? spec.ports : [];
+  const rawPorts = (spec.ports as unknown[] | null | undefined) ?? [];
   rawPorts.forEach((p, i) => {
-    const pname = typeof p?.name === 'string' ? p.name : '';
-    const label = pname !== '' ? `"${pname}"` : `#${i}`;
+    const pname = isObject(p) && typeof p.name === 'string' ? p.name : '';
+    const label = pname !== '' ? describeValue(pname) : `#${i}`;
     const portReject = (reason: string) => reject(`${reason} (port ${label})`);
-    const protocol = p?.protocol ?? 'TCP';
+    if (!isObject(p)) {
+      portReject(`must be a map, got ${jsonType(p)}`);
+      return;
+    }
+    const nameErr = wantString(p.name, 'name');
+    if (nameErr) {
+      portReject(nameErr);
+      return;
+    }
+    const protocol = p.protocol ?? 'TCP';
     if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
       portReject(`unsupported protocol ${describeValue(protocol)}`);
       return;
     }
-    if (!isValidPort(p?.port)) {
-      portReject(`port ${describeValue(p?.port)} is not an integer in 1..65535`);
+    if (!isValidPort(p.port)) {
+      portReject(`port ${describeValue(p.port)} is not an integer in 1..65535`);
       return;
     }
     const nodePortRaw = p.nodePort;
     let nodePort = 0;
-    if (nodePortRaw !== undefined && nodePortRaw !== null && nodePortRaw !== 0) {
+    if (!isUnset(nodePortRaw) && nodePortRaw !== 0) {
       if (!isValidPort(nodePortRaw)) {
         portReject(`nodePort ${describeValue(nodePortRaw)} is not an integer in 1..65535`);
         return;
@@ -268,7 +366,7 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
     // The apiserver also forbids two entries with the same port+protocol.
     const key = `${pname}/${protocol}`;
     if (seen.has(key)) {
-      portReject(`duplicate port name "${pname}" for protocol ${protocol}`);
+      portReject(`duplicate port name ${describeValue(pname)} for protocol ${protocol}`);
       return;
     }
     const numKey = `#${p.port}/${protocol}`;
@@ -287,8 +385,9 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
 
   // External IPs: invalid entries are skipped (kube-proxy's MapIPsByIPFamily
   // logs and skips them); we also record a Rejection.
+  const rawExternal = (spec.externalIPs as unknown[] | null | undefined) ?? [];
   const externalIPs: ParsedIP[] = [];
-  for (const raw of Array.isArray(spec.externalIPs) ? spec.externalIPs : []) {
+  for (const raw of rawExternal) {
     const ip = parseIP(raw);
     if (!ip) {
       reject(`invalid externalIP ${describeValue(raw)} ignored`);
@@ -299,29 +398,36 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
 
   // LoadBalancer ingress: only entries with an IP whose ipMode is unset or
   // "VIP" (proxyutil.IsVIPMode; LoadBalancerIPMode is GA). Hostname-only
-  // entries and ipMode "Proxy" (or any other value) are skipped silently.
+  // entries and ipMode "Proxy" (or any other value) are skipped silently;
+  // entries of the wrong shape are skipped with a Rejection.
   const loadBalancerVIPs: ParsedIP[] = [];
-  for (const ing of svc.status?.loadBalancer?.ingress ?? []) {
-    if (!ing?.ip) continue;
-    if (ing.ipMode !== undefined && ing.ipMode !== null && ing.ipMode !== 'VIP') continue;
-    const ip = parseIP(ing.ip);
-    if (!ip) {
-      reject(`invalid status.loadBalancer.ingress IP ${describeValue(ing.ip)} ignored`);
-      continue;
+  const ingress = ((isObject(lb) ? lb.ingress : undefined) as unknown[] | null | undefined) ?? [];
+  ingress.forEach((ing, i) => {
+    const bad = !isObject(ing) ? `must be a map, got ${jsonType(ing)}` : (wantString(ing.ip, 'ip') ?? wantString(ing.ipMode, 'ipMode'));
+    if (bad) {
+      reject(`status.loadBalancer.ingress[${i}]: ${bad}; ignored`);
+      return;
     }
-    if (!loadBalancerVIPs.some((e) => e.addr === ip.addr)) loadBalancerVIPs.push(ip);
-  }
+    const e = ing as { ip?: string | null; ipMode?: string | null };
+    if (!e.ip) return;
+    if (!isUnset(e.ipMode) && e.ipMode !== 'VIP') return;
+    const ip = parseIP(e.ip);
+    if (!ip) {
+      reject(`invalid status.loadBalancer.ingress IP ${describeValue(e.ip)} ignored`);
+      return;
+    }
+    if (!loadBalancerVIPs.some((x) => x.addr === ip.addr)) loadBalancerVIPs.push(ip);
+  });
 
   // apiservice.ExternallyAccessible / ExternalPolicyLocal / InternalPolicyLocal.
-  const externallyAccessibleType =
-    type === 'LoadBalancer' || type === 'NodePort' || (type === 'ClusterIP' && (spec.externalIPs?.length ?? 0) > 0);
+  const externallyAccessibleType = type === 'LoadBalancer' || type === 'NodePort' || (type === 'ClusterIP' && rawExternal.length > 0);
   const externalPolicyLocal = externallyAccessibleType && spec.externalTrafficPolicy === 'Local';
   const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
 
   // loadBalancerSourceRanges: invalid entries are skipped (kube-proxy logs
   // and ignores them); we also record a Rejection.
   const sourceRanges: ParsedCIDR[] = [];
-  for (const raw of Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : []) {
+  for (const raw of (spec.loadBalancerSourceRanges as unknown[] | null | undefined) ?? []) {
     const c = parseCIDR(raw);
     if (!c) {
       reject(`invalid loadBalancerSourceRanges entry ${describeValue(raw)} ignored`);
@@ -331,7 +437,7 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
   }
   // apiservice.NeedsHealthCheck: type LoadBalancer with eTP Local.
   let healthCheckNodePort = 0;
-  if (type === 'LoadBalancer' && externalPolicyLocal && spec.healthCheckNodePort !== undefined && spec.healthCheckNodePort !== null) {
+  if (type === 'LoadBalancer' && externalPolicyLocal && !isUnset(spec.healthCheckNodePort)) {
     if (isValidPort(spec.healthCheckNodePort)) healthCheckNodePort = spec.healthCheckNodePort;
     else reject(`healthCheckNodePort ${describeValue(spec.healthCheckNodePort)} is not an integer in 1..65535; ignored`);
   }
@@ -357,11 +463,39 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
 
 export type SliceOutcome = { kind: 'ignored' } | { kind: 'rejected' } | { kind: 'ok'; slice: SliceNorm };
 
-function hintNames(list: Array<{ name?: string }> | undefined): Set<string> | null {
+/** Hint names of a forZones/forNodes list (already checked to be a list of maps). */
+function hintNames(list: unknown): Set<string> | null {
   if (!Array.isArray(list) || list.length === 0) return null;
   const s = new Set<string>();
-  for (const h of list) if (typeof h?.name === 'string') s.add(h.name);
+  for (const h of list) if (isObject(h) && typeof h.name === 'string') s.add(h.name);
   return s;
+}
+
+/** The reason an endpoint's optional fields have the wrong shape, or null. */
+function endpointShape(ep: Record<string, unknown>): string | null {
+  const c = ep.conditions;
+  const bad =
+    wantMap(c, 'conditions') ??
+    (isObject(c)
+      ? (['ready', 'serving', 'terminating'] as const)
+          .map((k) => (isUnset(c[k]) || typeof c[k] === 'boolean' ? null : `conditions.${k} must be a boolean, got ${jsonType(c[k])}`))
+          .find((r) => r !== null) ?? null
+      : null) ??
+    wantString(ep.nodeName, 'nodeName') ??
+    wantString(ep.zone, 'zone') ??
+    wantMap(ep.hints, 'hints');
+  if (bad) return bad;
+  if (isObject(ep.hints)) {
+    for (const k of ['forZones', 'forNodes'] as const) {
+      const list = ep.hints[k];
+      const r = wantList(list, `hints.${k}`);
+      if (r) return r;
+      for (const h of (list as unknown[] | null | undefined) ?? []) {
+        if (!isObject(h) || typeof h.name !== 'string') return `hints.${k} entries must be maps with a string name, got ${describeValue(h)}`;
+      }
+    }
+  }
+  return null;
 }
 
 /**
@@ -372,35 +506,33 @@ function hintNames(list: Array<{ name?: string }> | undefined): Set<string> | nu
  * v1.34).
  */
 export function normalizeSlice(es: V1EndpointSlice, opts: SelectorOptions, rejected: Rejection[]): SliceOutcome {
-  const namespace = es?.metadata?.namespace ?? '';
-  const name = es?.metadata?.name ?? '';
+  const { namespace, name } = identityOf(es);
   const reject = (reason: string) => rejected.push({ kind: 'EndpointSlice', namespace, name, reason });
+  const whole = (reason: string): SliceOutcome => (reject(reason), { kind: 'rejected' });
 
-  if (typeof namespace !== 'string' || namespace === '' || typeof name !== 'string' || name === '') {
-    reject('metadata.name and metadata.namespace are required');
-    return { kind: 'rejected' };
-  }
+  const meta = checkMetadata(es, true);
+  if (meta) return whole(meta);
   const labels = es.metadata?.labels;
   if (!selectedByLabels(labels, opts)) return { kind: 'ignored' };
   if (es.addressType === 'FQDN') return { kind: 'ignored' };
-  if (es.addressType !== 'IPv4' && es.addressType !== 'IPv6') {
-    reject(`unsupported addressType ${describeValue(es.addressType)}`);
-    return { kind: 'rejected' };
-  }
+  if (es.addressType !== 'IPv4' && es.addressType !== 'IPv6') return whole(`unsupported addressType ${describeValue(es.addressType)}`);
   const serviceName = labels?.[LABEL_SERVICE_NAME];
-  if (typeof serviceName !== 'string' || serviceName === '') {
-    reject(`missing label ${LABEL_SERVICE_NAME}`);
-    return { kind: 'rejected' };
-  }
+  if (typeof serviceName !== 'string' || serviceName === '') return whole(`missing label ${LABEL_SERVICE_NAME}`);
+  const structural = wantList(es.ports, 'ports') ?? wantList(es.endpoints, 'endpoints');
+  if (structural) return whole(structural);
   const family: Family = es.addressType === 'IPv4' ? 4 : 6;
 
   const ports: SlicePortNorm[] = [];
-  (Array.isArray(es.ports) ? es.ports : []).forEach((p, i) => {
-    const label = typeof p?.name === 'string' && p.name !== '' ? `"${p.name}"` : `#${i}`;
+  ((es.ports as unknown[] | null | undefined) ?? []).forEach((p, i) => {
+    const label = isObject(p) && typeof p.name === 'string' && p.name !== '' ? describeValue(p.name) : `#${i}`;
+    if (!isObject(p)) {
+      reject(`port ${label} must be a map, got ${jsonType(p)}; ignored`);
+      return;
+    }
     // kube-proxy: "Ignoring port with nil name". (The EndpointSlice
     // controller always writes name, "" for an unnamed Service port.)
-    if (typeof p?.name !== 'string') {
-      reject(`port ${label} has no name; ignored`);
+    if (typeof p.name !== 'string') {
+      reject(isUnset(p.name) ? `port ${label} has no name; ignored` : `port ${label}: name must be a string, got ${jsonType(p.name)}; ignored`);
       return;
     }
     // kube-proxy: "Ignoring invalid endpoint port" (nil or 0).
@@ -417,8 +549,12 @@ export function normalizeSlice(es: V1EndpointSlice, opts: SelectorOptions, rejec
   });
 
   const endpoints: SliceEndpointNorm[] = [];
-  (Array.isArray(es.endpoints) ? es.endpoints : []).forEach((ep, i) => {
-    const addrs = ep?.addresses;
+  ((es.endpoints as unknown[] | null | undefined) ?? []).forEach((ep, i) => {
+    if (!isObject(ep)) {
+      reject(`endpoint #${i} must be a map, got ${jsonType(ep)}; ignored`);
+      return;
+    }
+    const addrs = ep.addresses;
     if (!Array.isArray(addrs) || addrs.length === 0) {
       reject(`endpoint #${i} has no addresses; ignored`);
       return;
@@ -432,18 +568,21 @@ export function normalizeSlice(es: V1EndpointSlice, opts: SelectorOptions, rejec
       reject(`endpoint #${i}: address ${ip.addr} is not ${es.addressType}; ignored`);
       return;
     }
-    const c = ep.conditions ?? {};
-    const ready = c.ready === undefined || c.ready === null || c.ready === true;
-    const serving = c.serving === undefined || c.serving === null || c.serving === true;
-    const terminating = c.terminating === true;
+    const shape = endpointShape(ep);
+    if (shape) {
+      reject(`endpoint #${i}: ${shape}; ignored`);
+      return;
+    }
+    const c = (ep.conditions ?? {}) as { ready?: boolean | null; serving?: boolean | null; terminating?: boolean | null };
+    const hints = ep.hints as { forZones?: unknown; forNodes?: unknown } | null | undefined;
     const out: SliceEndpointNorm = {
       addr: ip.addr,
       family,
-      ready,
-      serving,
-      terminating,
-      zoneHints: hintNames(ep.hints?.forZones),
-      nodeHints: hintNames(ep.hints?.forNodes),
+      ready: c.ready !== false,
+      serving: c.serving !== false,
+      terminating: c.terminating === true,
+      zoneHints: hintNames(hints?.forZones),
+      nodeHints: hintNames(hints?.forNodes),
     };
     if (typeof ep.nodeName === 'string' && ep.nodeName !== '') out.nodeName = ep.nodeName;
     if (typeof ep.zone === 'string' && ep.zone !== '') out.zone = ep.zone;
@@ -451,4 +590,51 @@ export function normalizeSlice(es: V1EndpointSlice, opts: SelectorOptions, rejec
   });
 
   return { kind: 'ok', slice: { namespace, name, serviceName, family, ports, endpoints } };
+}
+
+/** What the model needs of a Node object: its zone, labels and addresses. */
+export interface NodeFields {
+  zone?: string;
+  labels: Record<string, string>;
+  addresses: string[];
+}
+
+/**
+ * Reads this agent's Node object (any JSON). Addresses of type InternalIP or
+ * ExternalIP are used, as kube-proxy's NodePort addresses default to. A field
+ * of the wrong shape is rejected with a reason and read as empty; it never
+ * stops the Services from being applied.
+ */
+export function nodeFields(nodeName: string, node: unknown, rejected: Rejection[]): NodeFields {
+  const out: NodeFields = { labels: {}, addresses: [] };
+  if (isUnset(node)) return out;
+  const reject = (reason: string) => rejected.push({ kind: 'Node', namespace: '', name: nodeName, reason });
+  if (!isObject(node)) {
+    reject(`object must be a map, got ${jsonType(node)}; no node labels or addresses used`);
+    return out;
+  }
+  const meta = node.metadata;
+  const metaErr = wantMap(meta, 'metadata') ?? (isObject(meta) ? wantLabels(meta.labels, 'metadata.labels') : null);
+  if (metaErr) reject(`${metaErr}; labels ignored`);
+  else if (isObject(meta) && isObject(meta.labels)) out.labels = { ...(meta.labels as Record<string, string>) };
+  const zone = out.labels['topology.kubernetes.io/zone'];
+  if (zone !== undefined) out.zone = zone;
+
+  const status = node.status;
+  const statusErr = wantMap(status, 'status') ?? (isObject(status) ? wantList(status.addresses, 'status.addresses') : null);
+  if (statusErr) {
+    reject(`${statusErr}; no node addresses used`);
+    return out;
+  }
+  const list = ((isObject(status) ? status.addresses : undefined) as unknown[] | null | undefined) ?? [];
+  list.forEach((a, i) => {
+    const bad = !isObject(a) ? `must be a map, got ${jsonType(a)}` : (wantString(a.type, 'type') ?? wantString(a.address, 'address'));
+    if (bad) {
+      reject(`status.addresses[${i}]: ${bad}; ignored`);
+      return;
+    }
+    const e = a as { type?: string | null; address?: string | null };
+    if ((e.type === 'InternalIP' || e.type === 'ExternalIP') && typeof e.address === 'string') out.addresses.push(e.address);
+  });
+  return out;
 }

@@ -4,13 +4,18 @@
  * when they change. fs.watch gives sub-second reaction; a 1 s poll of sizes
  * and mtimes backs it up where watches are unreliable (editors that replace
  * files, bind mounts).
+ *
+ * Objects get the API server's defaults (applyDefaults), so YAML that
+ * `kubectl apply` accepts means the same here. A file that is not valid YAML
+ * (say, half-saved) stops nothing: the last good state stays applied and the
+ * error, with file and line, goes to onError once per change.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import type { Rejection } from '../model/types.js';
+import { DEFAULT_AFFINITY_TIMEOUT_SEC } from '../model/validate.js';
 import type { Snapshot, Source } from './types.js';
 
 function listFiles(path: string): string[] {
@@ -22,37 +27,152 @@ function listFiles(path: string): string[] {
     .map((f) => join(path, f));
 }
 
-/** Parses the YAML text of one file into a partial snapshot. Pure. */
-export function parseObjects(text: string, file: string): Omit<Snapshot, 'version'> {
-  const out: Omit<Snapshot, 'version'> = { services: [], endpointSlices: [], nodes: [], rejected: [] };
+/** A file that is not valid YAML: where, and what the parser said. */
+export class FileParseError extends Error {
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    readonly column: number,
+    readonly detail: string,
+  ) {
+    super(`cannot parse ${file} line ${line} column ${column}: ${detail}`);
+    this.name = 'FileParseError';
+  }
+}
+
+export interface ParsedFile extends Omit<Snapshot, 'version'> {
+  /** The file's first YAML syntax error, if any: then nothing of this file may be used. */
+  errors: FileParseError[];
+}
+
+type Obj = Record<string, unknown>;
+const isMap = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** Unset as the API server's decoder sees it: missing or null (Go's nil / zero value). */
+const unset = (v: unknown) => v === undefined || v === null;
+/** A string field at its zero value: missing, null or "". */
+const emptyString = (v: unknown) => unset(v) || v === '';
+
+function ipFamilyOf(ip: string): 'IPv4' | 'IPv6' | undefined {
+  if (/^[0-9]+(\.[0-9]+){3}$/.test(ip)) return 'IPv4';
+  if (ip.includes(':')) return 'IPv6';
+  return undefined;
+}
+
+/**
+ * The defaults the API server gives a Service (Kubernetes v1.34:
+ * pkg/apis/core/v1 SetDefaults_Service, plus the cluster IP fields that the
+ * Service REST strategy fills). Only unset fields are filled; a field of the
+ * wrong type is left for the model to reject.
+ */
+export function defaultService(o: Obj): void {
+  const spec = o.spec;
+  if (!isMap(spec)) return;
+  if (emptyString(spec.sessionAffinity)) spec.sessionAffinity = 'None';
+  if (spec.sessionAffinity === 'None') delete spec.sessionAffinityConfig;
+  if (spec.sessionAffinity === 'ClientIP') {
+    if (unset(spec.sessionAffinityConfig)) spec.sessionAffinityConfig = {};
+    const cfg = spec.sessionAffinityConfig;
+    if (isMap(cfg)) {
+      if (unset(cfg.clientIP)) cfg.clientIP = {};
+      if (isMap(cfg.clientIP) && unset(cfg.clientIP.timeoutSeconds)) cfg.clientIP.timeoutSeconds = DEFAULT_AFFINITY_TIMEOUT_SEC;
+    }
+  }
+  if (emptyString(spec.type)) spec.type = 'ClusterIP';
+  if (Array.isArray(spec.ports)) {
+    for (const p of spec.ports) {
+      if (!isMap(p)) continue;
+      if (emptyString(p.protocol)) p.protocol = 'TCP';
+      if ((unset(p.targetPort) || p.targetPort === 0 || p.targetPort === '') && typeof p.port === 'number') p.targetPort = p.port;
+    }
+  }
+  // apiservice.ExternallyAccessible: NodePort, LoadBalancer, or ClusterIP with externalIPs.
+  const externallyAccessible =
+    spec.type === 'NodePort' || spec.type === 'LoadBalancer' || (spec.type === 'ClusterIP' && Array.isArray(spec.externalIPs) && spec.externalIPs.length > 0);
+  if (externallyAccessible && emptyString(spec.externalTrafficPolicy)) spec.externalTrafficPolicy = 'Cluster';
+  if (unset(spec.internalTrafficPolicy) && (spec.type === 'ClusterIP' || spec.type === 'NodePort' || spec.type === 'LoadBalancer')) {
+    spec.internalTrafficPolicy = 'Cluster';
+  }
+  if (spec.type === 'LoadBalancer') {
+    if (unset(spec.allocateLoadBalancerNodePorts)) spec.allocateLoadBalancerNodePorts = true;
+    const lb = isMap(o.status) ? o.status.loadBalancer : undefined;
+    if (isMap(lb) && Array.isArray(lb.ingress)) {
+      for (const ing of lb.ingress) if (isMap(ing) && !emptyString(ing.ip) && unset(ing.ipMode)) ing.ipMode = 'VIP';
+    }
+  }
+  // clusterIP and clusterIPs mirror each other (the first of clusterIPs is clusterIP).
+  const hasIPs = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0;
+  if (!hasIPs && unset(spec.clusterIPs) && typeof spec.clusterIP === 'string' && spec.clusterIP !== '') spec.clusterIPs = [spec.clusterIP];
+  else if (hasIPs && emptyString(spec.clusterIP) && typeof (spec.clusterIPs as unknown[])[0] === 'string') spec.clusterIP = (spec.clusterIPs as string[])[0];
+  // ipFamilies follow the cluster IPs; ipFamilyPolicy SingleStack for one, RequireDualStack for two.
+  const ips = Array.isArray(spec.clusterIPs) ? spec.clusterIPs : [];
+  if (ips.length > 0 && ips.length <= 2 && ips.every((ip) => typeof ip === 'string' && ipFamilyOf(ip) !== undefined)) {
+    if (unset(spec.ipFamilies)) spec.ipFamilies = ips.map((ip) => ipFamilyOf(ip as string));
+    if (unset(spec.ipFamilyPolicy)) spec.ipFamilyPolicy = ips.length === 2 ? 'RequireDualStack' : 'SingleStack';
+  }
+}
+
+/**
+ * The defaults the API server gives an EndpointSlice (discovery/v1
+ * SetDefaults_EndpointPort): a port's name is "" and its protocol TCP when
+ * unset. Endpoint conditions have no default: the model reads an unset
+ * `ready` or `serving` as true and an unset `terminating` as false, as the
+ * EndpointSlice API tells consumers to.
+ */
+export function defaultEndpointSlice(o: Obj): void {
+  if (!Array.isArray(o.ports)) return;
+  for (const p of o.ports) {
+    if (!isMap(p)) continue;
+    if (unset(p.name)) p.name = '';
+    if (unset(p.protocol)) p.protocol = 'TCP';
+  }
+}
+
+/** The position of a YAML error: the parser's line/column when it gives them. */
+function positionOf(e: { linePos?: [{ line: number; col: number }, ...unknown[]]; message: string }): { line: number; column: number } {
+  if (e.linePos?.[0]) return { line: e.linePos[0].line, column: e.linePos[0].col };
+  const m = /at line (\d+), column (\d+)/.exec(e.message);
+  return m ? { line: Number(m[1]), column: Number(m[2]) } : { line: 1, column: 1 };
+}
+
+/** Parses the YAML text of one file into a partial snapshot, with the API server's defaults applied. Pure. */
+export function parseObjects(text: string, file: string): ParsedFile {
+  const out: ParsedFile = { services: [], endpointSlices: [], nodes: [], rejected: [], errors: [] };
   const docs = parseAllDocuments(text);
   const list = Array.isArray(docs) ? docs : [docs];
+  // The first error of a file: the ones after it are mostly its echoes.
+  const first = list.flatMap((doc) => doc.errors)[0];
+  if (first) {
+    const { line, column } = positionOf(first as never);
+    const detail = first.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+    out.errors.push(new FileParseError(file, line, column, detail));
+  }
+  if (out.errors.length > 0) return out;
   list.forEach((doc, i) => {
     const where = `${file} document ${i + 1}`;
-    if (doc.errors.length > 0) {
-      out.rejected.push({ kind: 'Service', namespace: '', name: where, reason: `YAML: ${doc.errors[0].message.split('\n')[0]}` });
-      return;
-    }
     const obj = doc.toJS() as Record<string, any> | null;
     if (obj === null || obj === undefined) return;
-    const items: Record<string, any>[] = obj.kind === 'List' && Array.isArray(obj.items) ? obj.items : [obj];
+    const items: unknown[] = isMap(obj) && obj.kind === 'List' && Array.isArray(obj.items) ? obj.items : [obj];
     for (const o of items) {
-      if (typeof o !== 'object' || o === null) {
+      if (!isMap(o)) {
         out.rejected.push({ kind: 'Service', namespace: '', name: where, reason: 'not an object' });
         continue;
       }
-      const ns = typeof o.metadata?.namespace === 'string' ? o.metadata.namespace : 'default';
-      const name = typeof o.metadata?.name === 'string' ? o.metadata.name : '';
-      if (o.metadata && typeof o.metadata === 'object' && !o.metadata.namespace && o.kind !== 'Node') o.metadata.namespace = 'default';
+      const meta = o.metadata;
+      const ns = isMap(meta) && typeof meta.namespace === 'string' ? meta.namespace : 'default';
+      const name = isMap(meta) && typeof meta.name === 'string' ? meta.name : '';
+      // kubectl puts namespaced objects without one in "default".
+      if (isMap(meta) && emptyString(meta.namespace) && o.kind !== 'Node') meta.namespace = 'default';
       switch (o.kind) {
         case 'Service':
-          out.services.push(o as V1Service);
+          defaultService(o);
+          out.services.push(o as unknown as V1Service);
           break;
         case 'EndpointSlice':
-          out.endpointSlices.push(o as V1EndpointSlice);
+          defaultEndpointSlice(o);
+          out.endpointSlices.push(o as unknown as V1EndpointSlice);
           break;
         case 'Node':
-          out.nodes.push(o as V1Node);
+          out.nodes.push(o as unknown as V1Node);
           break;
         default:
           out.rejected.push({ kind: 'Service', namespace: ns, name: name || where, reason: `unsupported kind ${JSON.stringify(o.kind)} in ${where}` });
@@ -105,9 +225,13 @@ export class FileSource implements Source {
     return newest;
   }
 
-  /** Reads everything now. Never throws: unreadable files become rejections. */
-  read(): Snapshot {
-    const snap: Snapshot = { services: [], endpointSlices: [], nodes: [], rejected: [], version: '' };
+  /**
+   * Reads everything now. Never throws: unreadable files become rejections;
+   * files that are not valid YAML are listed in `errors`, and then the
+   * snapshot must not be applied (it lacks their objects).
+   */
+  read(): Snapshot & { errors: FileParseError[] } {
+    const snap: Snapshot & { errors: FileParseError[] } = { services: [], endpointSlices: [], nodes: [], rejected: [], version: '', errors: [] };
     const h = createHash('sha256');
     const files = listFiles(this.path);
     for (const f of files) {
@@ -124,9 +248,11 @@ export class FileSource implements Source {
       snap.endpointSlices.push(...part.endpointSlices);
       snap.nodes.push(...part.nodes);
       snap.rejected.push(...part.rejected);
+      snap.errors.push(...part.errors);
     }
     // For one file this is the hash of its text, which the lab computes too.
     snap.version = h.digest('hex').slice(0, 16);
+    if (snap.errors.length > 0) return snap;
     // An object whose content did not change keeps its identity from the
     // previous read, so the model and the reconciler skip it cheaply.
     const next = new Map<string, object>();
@@ -143,12 +269,28 @@ export class FileSource implements Source {
     return snap;
   }
   private previous = new Map<string, object>();
+  /** The parse errors that hold back the current files, for /v1/status. */
+  private parseErrors: FileParseError[] = [];
+
+  status(): object {
+    return this.parseErrors.length === 0
+      ? {}
+      : { parseErrors: this.parseErrors.map((e) => ({ file: e.file, line: e.line, column: e.column, message: e.detail })), keeping: this.lastVersion || null };
+  }
 
   private check(force = false): void {
     const stamp = this.stamp();
     if (!force && stamp === this.lastStamp) return;
     this.lastStamp = stamp;
-    const snap = this.read();
+    const { errors, ...snap } = this.read();
+    if (errors.length > 0) {
+      // Keep the last good state; say once (per change of the files) what is wrong and where.
+      const known = new Set(this.parseErrors.map((e) => e.message));
+      for (const e of errors) if (!known.has(e.message)) this.onError(e);
+      this.parseErrors = errors;
+      return;
+    }
+    this.parseErrors = [];
     if (!force && snap.version === this.lastVersion) return;
     this.lastVersion = snap.version;
     // The change happened when the newest file was written.

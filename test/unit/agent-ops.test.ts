@@ -23,10 +23,10 @@ function harness(drift: DriftEntry[][] = []) {
   const logger = pino({ level: 'debug' }, new Writable({ write(c, _e, cb) { lines.push(JSON.parse(String(c))); cb(); } }));
   const registry = new Registry();
   const metrics = agentMetrics(registry);
-  const calls = { apply: 0, resync: 0 };
+  const calls = { apply: 0, resync: 0, frontends: [] as { servicePort: { name: string } }[] };
   const result = (): SyncResult => ({ durationMs: 1.5, frontends: 2, backends: 3, written: { backends: 3, tables: 1, services: 2 }, deleted: zero, errors: [] });
   const reconciler = {
-    apply: () => (calls.apply++, result()),
+    apply: (fes: typeof calls.frontends) => (calls.apply++, (calls.frontends = fes), result()),
     resync: () => (calls.resync++, { ...result(), written: { backends: 1, tables: 0, services: 0 } }),
     drift: () => drift.shift() ?? [],
     frontendMeta: () => new Map(),
@@ -118,4 +118,28 @@ test('resync: nothing written when in sync; drift found → reconciler.resync(),
   const r = (await registry.getSingleMetric('switchyard_resyncs_total')!.get()).values;
   assert.deepEqual(Object.fromEntries(r.map((v) => [v.labels.result, v.value])), { in_sync: 1, repaired: 1 });
   assert.equal(agent.status().resync?.runs, 2);
+});
+
+test('malformed objects (a Service with ingress: 5, a Node whose addresses are not a list) do not stop the sync: the rest applies, each is logged and counted once', async () => {
+  const { agent, lines, registry, calls } = harness();
+  const broken = { ...svc('lb', '10.96.0.40'), status: { loadBalancer: { ingress: 5 } } };
+  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' }, status: { addresses: 'not-a-list' } };
+  const s1: Snapshot = { ...snap([broken, svc('web', '10.96.0.10'), slice('web')], 'v1'), nodes: [node as any] };
+  agent.onSnapshot(s1);
+  agent.onSnapshot({ ...s1, version: 'v2' });
+  assert.equal(lines.filter((l) => l.msg === 'sync failed; maps keep their previous state').length, 0);
+  assert.equal(calls.apply, 2, 'both snapshots were applied');
+  assert.deepEqual([...new Set(calls.frontends.map((f) => f.servicePort.name))], ['web'], 'the valid Service is programmed; the broken one is not');
+  assert.equal(agent.isReady(), true);
+  const rej = lines.filter((l) => l.msg === 'object rejected');
+  assert.deepEqual(
+    rej.map((l) => [l.kind, l.name, l.reason]),
+    [
+      ['Node', 'n1', 'status.addresses must be a list, got a string; no node addresses used'],
+      ['Service', 'lb', 'status.loadBalancer.ingress must be a list, got a number'],
+    ],
+  );
+  const counted = (await registry.getSingleMetric('switchyard_rejected_objects_total')!.get()).values;
+  assert.deepEqual(Object.fromEntries(counted.map((v) => [v.labels.kind, v.value])), { Node: 1, Service: 1 });
+  assert.deepEqual(agent.status().rejected.map((r) => r.kind).sort(), ['Node', 'Service']);
 });

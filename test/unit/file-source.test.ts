@@ -1,9 +1,10 @@
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FileSource, parseObjects } from '../../src/source/file.js';
+import { FileParseError, FileSource, parseObjects } from '../../src/source/file.js';
+import { buildDesiredState } from '../../src/model/index.js';
 import type { Snapshot } from '../../src/source/types.js';
 
 test('multi-document YAML splits into Services, EndpointSlices and Nodes; namespace defaults to "default"', () => {
@@ -33,13 +34,10 @@ metadata: {name: n1}
   assert.deepEqual(s.rejected, []);
 });
 
-test('a broken document and an unknown kind are rejected with a reason; the rest is kept', () => {
+test('an unknown kind is rejected with a reason; the rest is kept', () => {
   const s = parseObjects(
     `kind: Service
 metadata: {name: good}
----
-kind: Service
-metadata: {name: [unclosed
 ---
 kind: ConfigMap
 metadata: {name: cm}
@@ -47,10 +45,30 @@ metadata: {name: cm}
     'f.yaml',
   );
   assert.deepEqual(s.services.map((x) => x.metadata?.name), ['good']);
-  assert.equal(s.rejected.length, 2);
-  assert.match(s.rejected[0].reason, /YAML/);
-  assert.equal(s.rejected[0].name, 'f.yaml document 2');
-  assert.match(s.rejected[1].reason, /unsupported kind "ConfigMap"/);
+  assert.deepEqual(s.errors, []);
+  assert.equal(s.rejected.length, 1);
+  assert.match(s.rejected[0].reason, /unsupported kind "ConfigMap"/);
+});
+
+test('a YAML syntax error names the file and the line, and nothing of that file is used', () => {
+  const s = parseObjects(
+    `kind: Service
+metadata: {name: good}
+---
+kind: Service
+metadata:
+  name: [unclosed
+spec: {}
+`,
+    '/etc/objects/web.yaml',
+  );
+  assert.deepEqual(s.services, [], 'a half-written file must not shrink the state to its valid part');
+  assert.equal(s.errors.length, 1);
+  const e = s.errors[0];
+  assert.ok(e instanceof FileParseError);
+  assert.equal(e.file, '/etc/objects/web.yaml');
+  assert.ok(e.line >= 6 && e.line <= 8, `line ${e.line}`);
+  assert.match(e.message, new RegExp(`^cannot parse /etc/objects/web\\.yaml line ${e.line} column \\d+: \\S`));
 });
 
 test('a directory source delivers a first snapshot at once and a new one after an edit', async () => {
@@ -74,4 +92,177 @@ test('a directory source delivers a first snapshot at once and a new one after a
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+async function until(cond: () => boolean, ms = 4000): Promise<void> {
+  const t0 = Date.now();
+  while (!cond() && Date.now() - t0 < ms) await new Promise((r) => setTimeout(r, 20));
+}
+
+test('an unparsable file keeps the last good state; the error says file and line once; the fix applies', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-src-'));
+  const file = join(dir, 'objects.yaml');
+  let src: FileSource | undefined;
+  try {
+    writeFileSync(file, 'kind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n');
+    const seen: Snapshot[] = [];
+    const errors: Error[] = [];
+    src = new FileSource(dir, (e) => errors.push(e));
+    await src.start((s) => seen.push(s));
+    assert.equal(seen.length, 1);
+
+    // Half-saved: the second Service's flow mapping is cut off on line 5.
+    writeFileSync(file, 'kind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n---\nkind: Service\nmetadata: {name: b\n');
+    await until(() => errors.length > 0);
+    assert.equal(errors.length, 1, 'the error is reported');
+    const e = errors[0] as FileParseError;
+    assert.ok(e instanceof FileParseError, String(e));
+    assert.equal(e.file, file);
+    assert.ok(e.line >= 6 && e.line <= 7, `line ${e.line} of ${e.message}`);
+    assert.ok(e.message.startsWith(`cannot parse ${file} line ${e.line}`), e.message);
+    assert.deepEqual((src.status() as any).parseErrors.map((p: any) => p.file), [file]);
+    await new Promise((r) => setTimeout(r, 1300)); // a poll later: still no snapshot, no second log line
+    assert.equal(seen.length, 1, 'no snapshot while the file is broken: the last good state stays applied');
+    assert.equal(errors.length, 1, 'reported once, not on every poll');
+
+    writeFileSync(file, 'kind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n---\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.96.0.2, ports: [{port: 80}]}\n');
+    await until(() => seen.length > 1);
+    await src.stop();
+    assert.equal(seen.length, 2, 'the fixed file applies');
+    assert.deepEqual(seen[1].services.map((x) => x.metadata?.name), ['a', 'b']);
+    assert.deepEqual(src.status(), {});
+  } finally {
+    await src?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a file that is broken from the start delivers nothing until it is fixed', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-src-'));
+  const file = join(dir, 'objects.yaml');
+  let src: FileSource | undefined;
+  try {
+    writeFileSync(file, 'kind: Service\nmetadata: {name: [a\n');
+    const seen: Snapshot[] = [];
+    const errors: Error[] = [];
+    src = new FileSource(dir, (e) => errors.push(e));
+    await src.start((s) => seen.push(s));
+    assert.equal(seen.length, 0);
+    assert.equal(errors.length, 1);
+    assert.match(errors[0].message, /objects\.yaml line \d+/);
+    writeFileSync(file, 'kind: Service\nmetadata: {name: a}\n');
+    await until(() => seen.length > 0);
+    await src.stop();
+    assert.equal(seen.length, 1);
+  } finally {
+    await src?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// ---------------------------------------------------------------------------
+// The API server's defaults (Kubernetes v1.34 SetDefaults_Service, SetDefaults_EndpointPort)
+// ---------------------------------------------------------------------------
+
+const one = (yaml: string) => {
+  const p = parseObjects(yaml, 'f.yaml');
+  assert.deepEqual(p.errors, []);
+  assert.deepEqual(p.rejected, []);
+  return (p.services[0] ?? p.endpointSlices[0]) as any;
+};
+const service = (spec: string, status = '') => one(`kind: Service\nmetadata: {name: s}\nspec: ${spec}\n${status ? `status: ${status}\n` : ''}`);
+
+describe('file source: the API server\'s defaults', () => {
+  test('Service type: ClusterIP', () => {
+    assert.equal(service('{clusterIP: 10.96.0.1, ports: [{port: 80}]}').spec.type, 'ClusterIP');
+    assert.equal(service('{type: "", clusterIP: 10.96.0.1}').spec.type, 'ClusterIP');
+    assert.equal(service('{type: NodePort, clusterIP: 10.96.0.1}').spec.type, 'NodePort');
+  });
+
+  test('Service port protocol: TCP', () => {
+    const s = service('{clusterIP: 10.96.0.1, ports: [{port: 80}, {name: dns, port: 53, protocol: UDP}]}');
+    assert.deepEqual(s.spec.ports.map((p: any) => p.protocol), ['TCP', 'UDP']);
+  });
+
+  test('Service port targetPort: the port (unset, 0 or ""); a named targetPort is kept', () => {
+    const s = service('{clusterIP: 10.96.0.1, ports: [{name: a, port: 80}, {name: b, port: 81, targetPort: 0}, {name: c, port: 82, targetPort: ""}, {name: d, port: 83, targetPort: web}, {name: e, port: 84, targetPort: 8084}]}');
+    assert.deepEqual(s.spec.ports.map((p: any) => p.targetPort), [80, 81, 82, 'web', 8084]);
+  });
+
+  test('sessionAffinity: None, with any sessionAffinityConfig dropped; ClientIP gets the 10800 s timeout', () => {
+    const none = service('{clusterIP: 10.96.0.1, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}');
+    assert.equal(none.spec.sessionAffinity, 'None');
+    assert.equal(none.spec.sessionAffinityConfig, undefined);
+    assert.deepEqual(service('{clusterIP: 10.96.0.1, sessionAffinity: ClientIP}').spec.sessionAffinityConfig, { clientIP: { timeoutSeconds: 10800 } });
+    assert.deepEqual(service('{clusterIP: 10.96.0.1, sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}').spec.sessionAffinityConfig, { clientIP: { timeoutSeconds: 60 } });
+  });
+
+  test('internalTrafficPolicy: Cluster; an explicit Local is kept', () => {
+    assert.equal(service('{clusterIP: 10.96.0.1}').spec.internalTrafficPolicy, 'Cluster');
+    assert.equal(service('{type: LoadBalancer, clusterIP: 10.96.0.1}').spec.internalTrafficPolicy, 'Cluster');
+    assert.equal(service('{clusterIP: 10.96.0.1, internalTrafficPolicy: Local}').spec.internalTrafficPolicy, 'Local');
+  });
+
+  test('externalTrafficPolicy: Cluster for NodePort, LoadBalancer and ClusterIP with externalIPs only', () => {
+    assert.equal(service('{type: NodePort, clusterIP: 10.96.0.1}').spec.externalTrafficPolicy, 'Cluster');
+    assert.equal(service('{type: LoadBalancer, clusterIP: 10.96.0.1}').spec.externalTrafficPolicy, 'Cluster');
+    assert.equal(service('{clusterIP: 10.96.0.1, externalIPs: [198.51.100.1]}').spec.externalTrafficPolicy, 'Cluster');
+    assert.equal(service('{clusterIP: 10.96.0.1}').spec.externalTrafficPolicy, undefined);
+    assert.equal(service('{type: NodePort, clusterIP: 10.96.0.1, externalTrafficPolicy: Local}').spec.externalTrafficPolicy, 'Local');
+  });
+
+  test('clusterIPs, ipFamilies and ipFamilyPolicy follow the cluster IPs', () => {
+    const single = service('{clusterIP: 10.96.0.1}').spec;
+    assert.deepEqual([single.clusterIPs, single.ipFamilies, single.ipFamilyPolicy], [['10.96.0.1'], ['IPv4'], 'SingleStack']);
+    const dual = service('{clusterIPs: ["fd00::1", 10.96.0.1]}').spec;
+    assert.deepEqual([dual.clusterIP, dual.ipFamilies, dual.ipFamilyPolicy], ['fd00::1', ['IPv6', 'IPv4'], 'RequireDualStack']);
+    const headless = service('{clusterIP: None}').spec;
+    assert.deepEqual([headless.clusterIPs, headless.ipFamilies], [['None'], undefined]);
+  });
+
+  test('LoadBalancer: allocateLoadBalancerNodePorts true, ingress IPs in ipMode VIP', () => {
+    const s = service('{type: LoadBalancer, clusterIP: 10.96.0.1}', '{loadBalancer: {ingress: [{ip: 203.0.113.1}, {hostname: lb.example}, {ip: 203.0.113.2, ipMode: Proxy}]}}');
+    assert.equal(s.spec.allocateLoadBalancerNodePorts, true);
+    assert.deepEqual(s.status.loadBalancer.ingress.map((i: any) => i.ipMode), ['VIP', undefined, 'Proxy']);
+  });
+
+  test('EndpointSlice port: name "" and protocol TCP', () => {
+    const es = one('kind: EndpointSlice\nmetadata: {name: s-1, labels: {kubernetes.io/service-name: s}}\naddressType: IPv4\nports: [{port: 8080}, {name: dns, port: 53, protocol: UDP}]\nendpoints: []\n');
+    assert.deepEqual(es.ports, [{ name: '', port: 8080, protocol: 'TCP' }, { name: 'dns', port: 53, protocol: 'UDP' }]);
+  });
+
+  test('fields of the wrong type are left alone for the model to reject', () => {
+    const s = service('{type: 5, clusterIP: 10.96.0.1, ports: [{port: 80, protocol: 7}], sessionAffinity: [x]}');
+    assert.deepEqual([s.spec.type, s.spec.ports[0].protocol, s.spec.sessionAffinity], [5, 7, ['x']]);
+  });
+
+  test('minimal YAML that kubectl apply accepts works as it would in a cluster: unnamed ports, endpoints without conditions', () => {
+    const p = parseObjects(
+      `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: 10.96.0.10
+  ports: [{port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints:
+- addresses: [10.244.1.10]
+- addresses: [10.244.1.11]
+  conditions: {ready: false}
+`,
+      'f.yaml',
+    );
+    const state = buildDesiredState({ services: p.services, endpointSlices: p.endpointSlices, node: { name: 'n1', addresses: [] } });
+    assert.deepEqual(state.rejected, []);
+    assert.deepEqual(
+      state.frontends.map((f) => `${f.addr}:${f.port}/${f.protocol} -> ${f.backends.map((b) => `${b.addr}:${b.port}`).join(',')}`),
+      ['10.96.0.10:80/TCP -> 10.244.1.10:8080'],
+      'the endpoint without conditions is ready (nil ready = ready); the not-ready one is left out',
+    );
+  });
 });
