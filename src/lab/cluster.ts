@@ -16,7 +16,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { repoRoot } from '../bpf/native.js';
-import { findCgroup2Root } from '../util/sys.js';
+import { ensureBpffs, findCgroup2Root, sh } from '../util/sys.js';
 import { ControlPlane } from './controlplane.js';
 import { KubeletNode, podCidr, podCidr6 } from './kubelet.js';
 import { Lab, nodeIp, nodeIp6, type LabSpec } from './lab.js';
@@ -97,7 +97,10 @@ export class Cluster {
     const t0 = Date.now();
     try {
       this.images = await this.step('images', () => buildImages());
-      await this.step('namespaces', () => this.lab.up());
+      await this.step('namespaces', () => {
+        this.shareHostMounts();
+        this.lab.up();
+      });
       await this.step('control plane', async () => {
         await this.cp.up();
         this.cp.routePodCidrs(this.lab.spec.nodes.map((n) => ({ v4: podCidr(n), via4: nodeIp(n), v6: podCidr6(n), via6: nodeIp6(n) })));
@@ -128,6 +131,16 @@ export class Cluster {
   /** Host directory of the agents' API sockets (<node>.sock). */
   get apiSocketDir(): string {
     return join(this.lab.state.stateDir, 'api');
+  }
+
+  /**
+   * bpffs mounted at /sys/fs/bpf and, like cgroup v2, a shared mount, as
+   * systemd hosts have them: the DaemonSet's init container mounts with
+   * Bidirectional propagation, which the runtime refuses on a private mount.
+   */
+  private shareHostMounts(): void {
+    ensureBpffs('/sys/fs/bpf');
+    for (const m of ['/sys/fs/bpf', findCgroup2Root()]) sh('mount', ['--make-shared', m]);
   }
 
   /** kubectl as the lab's admin. Throws with stderr on failure. */

@@ -10,6 +10,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster } from '../../src/lab/cluster.js';
@@ -157,7 +158,8 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
       const rules = cluster.lab.exec(n, ['iptables-save']) + cluster.lab.exec(n, ['ip6tables-save']);
       assert.ok(!/SWITCHYARD/i.test(rules), `no switchyard iptables rule on ${n}`);
       const cg = join(findCgroup2Root(), `switchyard-${PREFIX}`, n);
-      const attached = cluster.lab.exec(n, ['bpftool', 'cgroup', 'show', cg]);
+      // In the root namespace: `ip netns exec` remounts /sys without the cgroup hierarchy.
+      const attached = execFileSync('bpftool', ['cgroup', 'show', cg], { encoding: 'utf8' });
       assert.equal(attached.trim(), '', `no program attached to ${n}'s cgroup:\n${attached}`);
     }
     // With no proxy left, a ClusterIP is just an unrouted address.
