@@ -40,17 +40,29 @@ COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
 # docker-archive, written atomically; the lab imports it into every node.
+# Skipped when the tarball already holds this image (same image ID).
 save() { # image file
+  local id
+  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$1")
+  if [ -f "$OUT/$2" ] && [ "$(cat "$OUT/$2.id" 2>/dev/null)" = "$id" ]; then
+    log "$1 unchanged ($OUT/$2)"
+    return
+  fi
   buildah push --quiet "$1" "docker-archive:$OUT/$2.tmp:$1" >/dev/null
   mv "$OUT/$2.tmp" "$OUT/$2"
+  echo "$id" > "$OUT/$2.id"
   log "$1 -> $OUT/$2"
 }
 
 # An image of static files only.
 scratch_image() { # image entrypoint-json file...
-  local img=$1 entry=$2 ctr
+  local img=$1 entry=$2 ctr sum
   shift 2
+  sum=$(cat "$@" | sha256sum | cut -c1-64)
+  # Unchanged input: keep the image (and so its ID, and the tarball).
+  if [ "$(buildah inspect --type image --format '{{index .ImageAnnotations "switchyard.lab/input"}}' "$img" 2>/dev/null)" = "$sum" ]; then return; fi
   ctr=$(buildah from scratch)
+  buildah config --annotation "switchyard.lab/input=$sum" "$ctr"
   for f in "$@"; do buildah copy --quiet "$ctr" "$f" /bin/ >/dev/null; done
   buildah config --entrypoint "$entry" --cmd '' "$ctr"
   buildah commit --quiet --rm "$ctr" "$img" >/dev/null

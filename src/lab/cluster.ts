@@ -109,9 +109,9 @@ export class Cluster {
       await this.step('containerd', async () => {
         for (const n of this.nodes) await n.startContainerd();
       });
-      await this.step('image import', () => {
+      await this.step('image import', async () => {
         const imgs = this.images!;
-        for (const n of this.nodes) n.importImages([imgs.pause, imgs.switchyard, imgs.coredns, imgs.tools]);
+        await Promise.all(this.nodes.map((n) => n.importImages([imgs.pause, imgs.switchyard, imgs.coredns, imgs.tools])));
       });
       await this.step('kubelets', async () => {
         for (const n of this.nodes) n.startKubelet();

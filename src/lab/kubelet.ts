@@ -21,7 +21,7 @@
  * registry is reachable (images imported from tarballs, the sandbox image
  * is the lab's own pause).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -254,8 +254,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   }
 
   /** Imports image tarballs (docker-archive) into the node's containerd. */
-  importImages(tarballs: string[]): void {
-    for (const t of tarballs) this.ctr(['images', 'import', '--no-unpack=false', t], { timeoutMs: 300_000 });
+  async importImages(tarballs: string[]): Promise<void> {
+    for (const t of tarballs) {
+      await new Promise<void>((resolve, reject) => {
+        execFile('ctr', ['--address', this.containerdSocket, '--namespace', 'k8s.io', 'images', 'import', t], { timeout: 300_000 }, (e, _out, err) =>
+          e ? reject(new Error(`ctr images import ${t} on ${this.node.name}: ${err || e.message}`)) : resolve(),
+        );
+      });
+    }
   }
 
   private writeKubeletConfig(): { config: string; kubeconfig: string } {
