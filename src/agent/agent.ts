@@ -35,6 +35,38 @@ export interface AgentDeps {
   names?: PinnedNames;
   /** Periodic resync: compare the maps with the last desired state and repair. 0 = off. */
   resyncIntervalMs?: number;
+  /**
+   * Health bound (kube-proxy's healthTimeout): the agent is unhealthy while a
+   * change it observed has waited longer than this for a successful sync.
+   * Default 60 s (kube-proxy: 2 × its 30 s sync period).
+   */
+  healthTimeoutMs?: number;
+  /** First retry of a failed sync after this long, doubling up to 30 s (default 1 s). */
+  retryBaseMs?: number;
+}
+
+export const DEFAULT_HEALTH_TIMEOUT_MS = 60_000;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * What /healthz, /readyz and the :10256 health server answer. `healthy`
+ * follows kube-proxy's rule (pkg/proxy/healthcheck ProxyHealthServer): true
+ * unless a change observed (a snapshot, or drift found by the resync) has
+ * waited longer than the bound for a successful sync; also false when the
+ * socket hooks this agent attached are no longer attached. `ready` adds
+ * that the first sync is done and the hooks are attached.
+ */
+export interface AgentHealth {
+  healthy: boolean;
+  ready: boolean;
+  /** Why not healthy (or not ready); absent when both are true. */
+  reason?: string;
+  /** The last successful sync (apply or repair). */
+  lastUpdated?: Date;
+  /** The oldest change still waiting for a successful sync. */
+  pendingSince?: Date;
+  /** The last sync or repair that failed, while nothing has succeeded since. */
+  lastError?: string;
 }
 
 export interface ResyncStatus {
@@ -54,6 +86,8 @@ export interface AgentStatus {
   rejected: Rejection[];
   resync?: ResyncStatus;
   northSouth?: NorthSouthStatus;
+  /** health() with times as ISO strings. */
+  health?: { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: string; pendingSince?: string; lastError?: string };
 }
 
 function rejectionKey(r: Rejection): string {
@@ -83,6 +117,14 @@ export class Agent {
   private namesLastAt = 0;
   /** Settles when the health check ports match the last applied snapshot (tests wait on it). */
   lastHealthSync?: Promise<void>;
+  /** Health: the last successful sync, the oldest change not yet applied, the failure since. */
+  private lastOkAt?: number;
+  private pendingSince?: number;
+  private driftPendingSince?: number;
+  private lastError?: string;
+  private pendingSnapshot?: Snapshot;
+  private retryTimer?: NodeJS.Timeout;
+  private retries = 0;
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
@@ -100,6 +142,8 @@ export class Agent {
 
   async stop(): Promise<void> {
     clearInterval(this.resyncTimer);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     await this.d.source.stop();
     if (this.namesTimer) {
       clearTimeout(this.namesTimer);
@@ -128,17 +172,29 @@ export class Agent {
       this.resyncState.runs++;
       this.resyncState.lastAt = new Date(this.now()).toISOString();
       this.resyncState.lastRepaired = drift.length;
-      metrics.resyncs.inc({ result: drift.length ? 'repaired' : 'in_sync' });
-      if (drift.length === 0) return 0;
+      if (drift.length === 0) {
+        metrics.resyncs.inc({ result: 'in_sync' });
+        this.driftPendingSince = undefined;
+        return 0;
+      }
+      this.driftPendingSince ??= this.now();
+      metrics.resyncs.inc({ result: 'repaired' });
       metrics.driftEntries.inc(drift.length);
       logger.warn({ entries: drift.length, first: drift.slice(0, 5) }, 'maps drifted from the desired state; repairing');
       const res = this.d.reconciler.resync();
       this.recordWrites(res);
       this.scheduleNames();
       logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
+      this.driftPendingSince = undefined;
+      if (this.pendingSince === undefined) {
+        this.lastOkAt = this.now();
+        this.lastError = undefined;
+      }
       return drift.length;
     } catch (e) {
       metrics.syncErrors.inc();
+      this.driftPendingSince ??= this.now();
+      this.lastError = `resync: ${(e as Error).message}`;
       logger.error({ err: e }, 'resync failed');
       return 0;
     }
@@ -206,6 +262,55 @@ export class Agent {
     return this.ready;
   }
 
+  /** Health as load balancers and probes see it (see AgentHealth). Cheap: a few syscalls. */
+  health(): AgentHealth {
+    const now = this.now();
+    const timeout = this.d.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    const since = [this.pendingSince, this.driftPendingSince].filter((t): t is number => t !== undefined);
+    const oldest = since.length ? Math.min(...since) : undefined;
+    const h: AgentHealth = {
+      healthy: true,
+      ready: this.ready,
+      ...(this.lastOkAt !== undefined ? { lastUpdated: new Date(this.lastOkAt) } : {}),
+      ...(oldest !== undefined ? { pendingSince: new Date(oldest) } : {}),
+      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+    };
+    if (oldest !== undefined && now - oldest >= timeout) {
+      h.healthy = false;
+      const waited = Math.round((now - oldest) / 1000);
+      const last = this.lastOkAt === undefined ? 'no sync has succeeded yet' : `last successful sync ${Math.round((now - this.lastOkAt) / 1000)}s ago`;
+      h.reason = `a change has waited ${waited}s for a successful sync (bound ${timeout / 1000}s; ${last}${this.lastError ? `; last error: ${this.lastError}` : ''})`;
+    } else if (this.ready) {
+      let detached: string | undefined;
+      try {
+        detached = this.d.datapath.detachedHooks?.();
+      } catch (e) {
+        detached = `cannot check the socket hooks: ${(e as Error).message}`;
+      }
+      if (detached) {
+        h.healthy = false;
+        h.reason = `datapath detached: ${detached}`;
+      }
+    }
+    if (h.healthy && !h.ready) {
+      h.reason = this.lastError ? `the first sync failed: ${this.lastError}` : 'waiting for the first sync';
+    }
+    return h;
+  }
+
+  /** A failed sync is tried again (the newest snapshot) after 1 s, 2 s, … up to 30 s. */
+  private scheduleRetry(): void {
+    if (this.retryTimer) return;
+    const base = this.d.retryBaseMs ?? 1000;
+    const wait = Math.min(RETRY_MAX_MS, base * 2 ** Math.min(this.retries, 15));
+    this.retries++;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.pendingSnapshot) this.onSnapshot(this.pendingSnapshot);
+    }, wait);
+    this.retryTimer.unref();
+  }
+
   status(): AgentStatus {
     return {
       node: this.d.nodeName,
@@ -220,6 +325,11 @@ export class Agent {
       lastSync: this.lastSync,
       rejected: this.rejected,
       resync: this.resyncState,
+      health: (({ lastUpdated, pendingSince, ...h }) => ({
+        ...h,
+        ...(lastUpdated ? { lastUpdated: lastUpdated.toISOString() } : {}),
+        ...(pendingSince ? { pendingSince: pendingSince.toISOString() } : {}),
+      }))(this.health()),
       ...(this.d.northSouth ? { northSouth: this.d.northSouth.status() } : {}),
     };
   }
@@ -228,6 +338,9 @@ export class Agent {
   onSnapshot(s: Snapshot): void {
     const t0 = process.hrtime.bigint();
     this.lastSnapshotAt = this.now();
+    // A change observed: pending until a sync succeeds (kube-proxy's QueuedUpdate).
+    this.pendingSince ??= this.lastSnapshotAt;
+    this.pendingSnapshot = s;
     const { logger, metrics } = this.d;
     try {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
@@ -280,6 +393,16 @@ export class Agent {
       if (s.eventTime !== undefined && s.eventTime <= at) metrics.networkProgramming.observe((at - s.eventTime) / 1000);
       this.lastSync = { ...res, at: new Date(at).toISOString() };
       this.appliedVersion = s.version;
+      // Synced (kube-proxy's Updated): nothing pending, no failure standing.
+      if (this.pendingSnapshot === s) {
+        this.pendingSnapshot = undefined;
+        this.pendingSince = undefined;
+      }
+      this.lastOkAt = at;
+      this.lastError = undefined;
+      this.retries = 0;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
       logger.info(
         {
           version: s.version,
@@ -297,7 +420,9 @@ export class Agent {
       );
     } catch (e) {
       metrics.syncErrors.inc();
+      this.lastError = (e as Error).message;
       logger.error({ err: e }, 'sync failed; maps keep their previous state');
+      this.scheduleRetry();
     }
   }
 }

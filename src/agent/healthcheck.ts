@@ -105,16 +105,27 @@ function listen(server: http.Server, host: string, port: number): Promise<void> 
   });
 }
 
+export interface ProxyHealthState {
+  healthy: boolean;
+  lastUpdated: Date;
+  /** Why not healthy: added to the body as "reason". */
+  reason?: string;
+}
+
 /**
  * The proxy's own health server, as kube-proxy's: `/healthz` and `/livez`
- * answer {"lastUpdated", "currentTime", "nodeEligible"} with 200 while the
- * agent is healthy (ready, and its last sync is recent), else 503.
+ * answer {"lastUpdated", "currentTime", "nodeEligible"} (plus "reason" when
+ * unhealthy) with 200 while healthy, else 503. `/healthz` follows `state`
+ * (the agent: ready and healthy); `/livez` follows `live` when given (the
+ * agent: healthy, so a starting agent is alive), else `state`. As in
+ * kube-proxy, a healthy answer's lastUpdated is the current time.
  */
 export class ProxyHealthServer {
   private server?: http.Server;
 
   constructor(
-    private readonly state: () => { healthy: boolean; lastUpdated: Date },
+    private readonly state: () => ProxyHealthState,
+    private readonly live?: () => ProxyHealthState,
   ) {}
 
   async listen(host: string, port: number): Promise<void> {
@@ -125,17 +136,29 @@ export class ProxyHealthServer {
         res.end('404 page not found\n');
         return;
       }
-      const s = this.state();
+      const s = path === '/livez' && this.live ? this.live() : this.state();
+      const now = new Date();
       res.setHeader('Content-Type', 'application/json');
       res.setHeader('X-Content-Type-Options', 'nosniff');
       res.statusCode = s.healthy ? 200 : 503;
-      res.end(JSON.stringify({ lastUpdated: s.lastUpdated.toISOString(), currentTime: new Date().toISOString(), nodeEligible: true }));
+      const body: Record<string, unknown> = { lastUpdated: (s.healthy ? now : s.lastUpdated).toISOString(), currentTime: now.toISOString() };
+      if (path === '/healthz') body.nodeEligible = true;
+      if (!s.healthy && s.reason) body.reason = s.reason;
+      res.end(JSON.stringify(body));
     });
     await listen(server, host, port);
     this.server = server;
   }
 
+  /** The port it listens on (useful after listen(host, 0)). */
+  get port(): number | undefined {
+    const a = this.server?.address();
+    return typeof a === 'object' && a !== null ? a.port : undefined;
+  }
+
   async close(): Promise<void> {
-    if (this.server) await new Promise<void>((r) => this.server!.close(() => r()));
+    const server = this.server;
+    this.server = undefined;
+    if (server) await new Promise<void>((r) => server.close(() => r()));
   }
 }

@@ -239,6 +239,11 @@ export const statusResponse = {
       type: 'array',
       items: { type: 'object', properties: { kind: str, namespace: str, name: str, reason: str } },
     },
+    health: {
+      type: 'object',
+      description: 'what /healthz and /readyz answer: healthy unless a change waited longer than --health-timeout for a successful sync or the hooks were detached',
+      properties: { healthy: bool, ready: bool, reason: str, lastUpdated: str, pendingSince: str, lastError: str },
+    },
     northSouth: {
       type: 'object',
       description: 'the tc path (docs/north-south.md); absent when the agent runs without it (--devices none)',

@@ -8,7 +8,7 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Registry } from 'prom-client';
-import type { AgentStatus } from '../agent/agent.js';
+import type { AgentHealth, AgentStatus } from '../agent/agent.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';
@@ -18,7 +18,8 @@ import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/
 import * as S from './schemas.js';
 
 export interface ApiDeps {
-  agent: { isReady(): boolean; status(): AgentStatus & { resync?: object } };
+  /** health(): see AgentHealth; without it the agent counts as healthy whenever it serves. */
+  agent: { isReady(): boolean; status(): AgentStatus & { resync?: object }; health?(): AgentHealth };
   /** The kernel's maps. */
   maps: InspectMaps;
   /** Names for ids, fresh per request. */
@@ -89,15 +90,26 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     };
     const errors = { 400: S.errorSchema, 404: S.errorSchema };
 
-    get('/healthz', { summary: 'Liveness', response: { 200: { type: 'object', properties: { ok: { type: 'boolean' } } } } }, () => ({ ok: true }));
-
-    get('/readyz', {
-      summary: 'Readiness: true after the first full sync with the hooks attached',
-      response: { 200: { type: 'object', properties: { ready: { type: 'boolean' } } }, 503: { type: 'object', properties: { ready: { type: 'boolean' } } } },
+    const health = (): AgentHealth => deps.agent.health?.() ?? { healthy: true, ready: deps.agent.isReady(), ...(deps.agent.isReady() ? {} : { reason: 'waiting for the first sync' }) };
+    const healthBody = { type: 'object', properties: { ok: { type: 'boolean' }, reason: { type: 'string' } } };
+    get('/healthz', {
+      summary: 'Liveness: 503 when a change has waited longer than --health-timeout for a successful sync, or the hooks were detached',
+      response: { 200: healthBody, 503: healthBody },
     }, (_req, reply) => {
-      const ready = deps.agent.isReady();
+      const h = health();
+      reply.code(h.healthy ? 200 : 503);
+      return h.healthy ? { ok: true } : { ok: false, reason: h.reason };
+    });
+
+    const readyBody = { type: 'object', properties: { ready: { type: 'boolean' }, reason: { type: 'string' } } };
+    get('/readyz', {
+      summary: 'Readiness: after the first full sync with the hooks attached, while healthy',
+      response: { 200: readyBody, 503: readyBody },
+    }, (_req, reply) => {
+      const h = health();
+      const ready = h.ready && h.healthy;
       reply.code(ready ? 200 : 503);
-      return { ready };
+      return ready ? { ready } : { ready, reason: h.reason };
     });
 
     get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, () => ({

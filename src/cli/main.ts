@@ -6,7 +6,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { Agent } from '../agent/agent.js';
+import { Agent, DEFAULT_HEALTH_TIMEOUT_MS } from '../agent/agent.js';
+import { ListenError, openListeners, type ListenerSpec } from '../agent/listen.js';
 import { agentMetrics, datapathMetrics } from '../agent/metrics.js';
 import { buildApp } from '../api/server.js';
 import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapath.js';
@@ -74,6 +75,8 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --max-backends N        capacity of the backend map                              [${DEFAULTS.maxBackends}]
   --service-proxy-name S  only handle Services labelled service.kubernetes.io/service-proxy-name=S
   --resync-interval SEC   compare the maps with the desired state and repair drift every SEC s; 0 = off   [60]
+  --health-timeout SEC    /healthz, /readyz and --healthz-addr answer 503 once a change has waited SEC s
+                          for a successful sync (kube-proxy: 2 × its sync period)              [60]
   --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
   --log-level L           pino level                                               [info]
 
@@ -109,6 +112,7 @@ const agentOptions = {
   'service-proxy-name': { type: 'string' },
   'log-level': { type: 'string' },
   'resync-interval': { type: 'string' },
+  'health-timeout': { type: 'string' },
   'metrics-service-cap': { type: 'string' },
   namespace: { type: 'string', short: 'n' },
   service: { type: 'string' },
@@ -185,6 +189,8 @@ async function runAgent(o: Opts): Promise<number> {
   const reconciler = new Reconciler(datapath, sizing);
   const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);
   if (!Number.isFinite(resyncSec) || resyncSec < 0) throw new Error(`--resync-interval must be a number of seconds >= 0, got ${JSON.stringify(o['resync-interval'])}`);
+  const healthTimeoutSec = o['health-timeout'] === undefined ? DEFAULT_HEALTH_TIMEOUT_MS / 1000 : Number(o['health-timeout']);
+  if (!Number.isFinite(healthTimeoutSec) || healthTimeoutSec <= 0) throw new Error(`--health-timeout must be a number of seconds > 0, got ${JSON.stringify(o['health-timeout'])}`);
   const names = PinnedNames.openForWrite(bpfRoot, datapath.opts.maxServices, datapath.opts.maxBackends);
   const registry = new Registry();
   const metrics = agentMetrics(registry);
@@ -206,13 +212,16 @@ async function runAgent(o: Opts): Promise<number> {
     );
   }
   let agentRef: Agent | undefined;
-  const hcServers = new HealthCheckServers(() => agentRef?.isReady() ?? false, logger);
+  const hcServers = new HealthCheckServers(() => {
+    const h = agentRef?.health();
+    return h !== undefined && h.ready && h.healthy;
+  }, logger);
   const northSouth = tc
     ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
     : undefined;
   const agent = new Agent({
     nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
-    names, resyncIntervalMs: resyncSec * 1000, northSouth,
+    names, resyncIntervalMs: resyncSec * 1000, northSouth, healthTimeoutMs: healthTimeoutSec * 1000,
   });
   agentRef = agent;
   const maps = datapathMaps(datapath);
@@ -222,14 +231,40 @@ async function runAgent(o: Opts): Promise<number> {
   const features = probeFeatures();
   const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version };
   const apps = [buildApp(appDeps)];
-  await apps[0].listen({ host: api.host, port: api.port });
-  if (o['api-socket']) {
-    if (existsSync(o['api-socket'])) unlinkSync(o['api-socket']);
-    apps.push(buildApp(appDeps));
-    await apps[1].listen({ path: o['api-socket'] });
+  // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
+  const healthState = (needReady: boolean) => () => {
+    const h = agent.health();
+    return { healthy: h.healthy && (!needReady || h.ready), reason: h.reason, lastUpdated: h.lastUpdated ?? new Date(0) };
+  };
+  const proxyHealth = new ProxyHealthServer(healthState(true), healthState(false));
+  // Every listener the flags ask for, or none: the agent does not run half-served.
+  const listeners: ListenerSpec[] = [
+    { flag: '--api-addr', address: o['api-addr'] ?? DEFAULT_API_ADDR, open: () => apps[0].listen({ host: api.host, port: api.port }), close: () => apps[0].close() },
+  ];
+  const apiSocket = o['api-socket'];
+  if (apiSocket) {
+    const app = buildApp(appDeps);
+    apps.push(app);
+    listeners.push({
+      flag: '--api-socket', address: apiSocket,
+      open: () => {
+        if (existsSync(apiSocket)) unlinkSync(apiSocket);
+        return app.listen({ path: apiSocket });
+      },
+      close: () => app.close(),
+    });
   }
-  const proxyHealth = new ProxyHealthServer(() => ({ healthy: agent.isReady(), lastUpdated: new Date(agent.status().lastSync?.at ?? 0) }));
-  if (healthz) await proxyHealth.listen(healthz.host, healthz.port);
+  if (healthz) listeners.push({ flag: '--healthz-addr', address: healthzAddr, open: () => proxyHealth.listen(healthz.host, healthz.port), close: () => proxyHealth.close() });
+  try {
+    await openListeners(listeners);
+  } catch (e) {
+    if (!(e instanceof ListenError)) throw e;
+    logger.fatal({ flag: e.flag, address: e.address, code: e.code }, e.message);
+    names.close();
+    tc?.close();
+    datapath.close();
+    return 1;
+  }
   logger.info(
     { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, cgroup: cgroupPath, bpfRoot, source: source.describe(), tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
     'agent started',

@@ -211,6 +211,34 @@ export class SocketLbDatapath {
     return this.links;
   }
 
+  /**
+   * After attach(): whether every hook is still attached to the cgroup, as
+   * the kernel reports its pinned link now. Undefined when all are; else
+   * what is wrong (a pin removed, a link detached or moved to another
+   * cgroup), e.g. after `switchyard cleanup` or `bpftool link detach`.
+   */
+  detachedHooks(): string | undefined {
+    if (this.links.length === 0) return undefined;
+    const cg = this.opts.cgroupPath;
+    const cgroupId = BigInt(statSync(cg).ino);
+    const bad: string[] = [];
+    for (const p of this.programs) {
+      const pin = join(linkDir(this.opts.bpfRoot), p.name);
+      if (!existsSync(pin)) {
+        bad.push(`${p.name}: link pin ${pin} is gone`);
+        continue;
+      }
+      const fd = native().objGet(pin);
+      try {
+        const info = native().linkInfo(fd);
+        if (info.cgroupId !== cgroupId) bad.push(`${p.name}: link ${info.id} is ${info.cgroupId ? 'attached to another cgroup' : 'detached'}`);
+      } finally {
+        native().close(fd);
+      }
+    }
+    return bad.length ? `${bad.join('; ')} (cgroup ${cg})` : undefined;
+  }
+
   /** Creates an empty Maglev inner table of M + 1 slots (slot 0 = M). Caller closes the fd. */
   createMaglevTable(m: number, svcId: number): BpfMap<number, number> {
     const fd = native().mapCreate(MapType.ARRAY, 4, 4, m + 1, MAGLEV_INNER_FLAGS, `sy_mg_${svcId}`.slice(0, 15));
