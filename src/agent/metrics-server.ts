@@ -19,7 +19,7 @@ export async function listenMetrics(registry: Registry, host: string, port: numb
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e) => reject(new Error(`--metrics-addr ${host}:${port}: ${e.message}`)));
+    server.once('error', reject);
     server.listen({ host, port }, () => resolve());
   });
   return server;

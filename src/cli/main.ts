@@ -17,7 +17,9 @@ import { FileParseError, FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
 import { inCluster, loadKubeConfig } from '../source/kubeconfig.js';
 import type { Source } from '../source/types.js';
-import { findCgroup2Root } from '../util/sys.js';
+import { findCgroup2Root, resolveCgroup2 } from '../util/sys.js';
+import { prepareNode } from '../agent/prepare.js';
+import { listenMetrics } from '../agent/metrics-server.js';
 import { datapathMaps } from '../dataplane/maps.js';
 import { resolveNames } from '../dataplane/inspect.js';
 import { PinnedNames } from '../dataplane/names.js';
@@ -35,14 +37,17 @@ const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 Usage:
   switchyard agent   --node-name N --source file:PATH [options]
   switchyard agent   --node-name N --kubeconfig FILE | --apiserver URL [--token-file F --ca-file F] [options]
+  switchyard prepare [--bpffs DIR] [--cgroup PATH]      (the DaemonSet's privileged init container: mounts bpffs,
+                     cgroup v2 where the host has none, and sets the network sysctls)
   switchyard cleanup [--cgroup PATH] [--bpf-root DIR]   (in the agent's network namespace: also tc and iptables)
   switchyard status  [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR] [-o table|json|yaml]
   switchyard maps    services|backends|maglev SVC|flows|affinity [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
-  switchyard lab     up|down [--prefix P] [--apiserver]
-                     (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API)
+  switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
+                     (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
+                      --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
 
 Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHYARD_NODE_NAME):
   --node-name N           this node's name (Node object, local endpoints)          [required]
@@ -54,12 +59,14 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --token-file F          bearer token for --apiserver          [in a pod: the service-account token]
   --ca-file F             CA bundle for --apiserver             [in a pod: the service-account CA]
   --watch-stall-timeout S restart a watch that saw no event or bookmark for S seconds   [150]
-  --cgroup PATH           cgroup v2 directory to attach the socket hooks to        [cgroup v2 root, found in /proc/self/mountinfo]
+  --cgroup PATH           cgroup v2 directory to attach the socket hooks to; a hybrid host's /sys/fs/cgroup
+                          (holding unified/) also works                            [cgroup v2 root, found in /proc/self/mountinfo]
   --bpf-root DIR          bpffs directory for this agent's pins                    [/sys/fs/bpf/switchyard]
   --api-addr HOST:PORT    REST API, readiness and metrics                          [${DEFAULT_API_ADDR}]
   --api-socket PATH       serve the REST API on this unix socket too
   --healthz-addr HOST:PORT  kube-proxy's health endpoint (/healthz, /livez) for load balancers;
                           "off" disables it                                        [0.0.0.0:10256]
+  --metrics-addr HOST:PORT  Prometheus /metrics alone on this address (also on the API) [off]
   --devices LIST          devices for the tc path (NodePort, LoadBalancer, externalIPs), comma
                           separated; "none" disables the tc path                   [devices holding a node address]
   --tc-attach MODE        auto | tcx | clsact                                      [auto: TCX where the kernel has it]
@@ -98,6 +105,8 @@ const agentOptions = {
   'api-addr': { type: 'string' },
   'api-socket': { type: 'string' },
   'healthz-addr': { type: 'string' },
+  'metrics-addr': { type: 'string' },
+  bpffs: { type: 'string' },
   devices: { type: 'string' },
   'tc-attach': { type: 'string' },
   'masquerade-bit': { type: 'string' },
@@ -158,8 +167,8 @@ async function runAgent(o: Opts): Promise<number> {
   const stallSec = intOpt(o['watch-stall-timeout'], 'watch-stall-timeout', 150);
   const maglevSize = intOpt(o['maglev-table-size'], 'maglev-table-size', DEFAULT_MAGLEV_SIZE);
   if (!isValidTableSize(maglevSize)) throw new Error(`--maglev-table-size must be one of ${MAGLEV_PRIMES.join(', ')}`);
-  const cgroupPath = o.cgroup ?? findCgroup2Root();
-  if (!existsSync(cgroupPath)) throw new Error(`--cgroup ${cgroupPath} does not exist`);
+  if (o.cgroup !== undefined && !existsSync(o.cgroup)) throw new Error(`--cgroup ${o.cgroup} does not exist`);
+  const cgroupPath = o.cgroup === undefined ? findCgroup2Root() : resolveCgroup2(o.cgroup);
   const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
   const api = splitAddr(o['api-addr'] ?? DEFAULT_API_ADDR);
   const healthzAddr = o['healthz-addr'] ?? '0.0.0.0:10256';
@@ -255,6 +264,15 @@ async function runAgent(o: Opts): Promise<number> {
     });
   }
   if (healthz) listeners.push({ flag: '--healthz-addr', address: healthzAddr, open: () => proxyHealth.listen(healthz.host, healthz.port), close: () => proxyHealth.close() });
+  const metricsAddr = o['metrics-addr'] && o['metrics-addr'] !== 'off' ? splitAddr(o['metrics-addr']) : undefined;
+  let metricsServer: Awaited<ReturnType<typeof listenMetrics>> | undefined;
+  if (metricsAddr) {
+    listeners.push({
+      flag: '--metrics-addr', address: o['metrics-addr']!,
+      open: async () => (metricsServer = await listenMetrics(registry, metricsAddr.host, metricsAddr.port)),
+      close: () => metricsServer?.close(),
+    });
+  }
   try {
     await openListeners(listeners);
   } catch (e) {
@@ -266,7 +284,7 @@ async function runAgent(o: Opts): Promise<number> {
     return 1;
   }
   logger.info(
-    { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, cgroup: cgroupPath, bpfRoot, source: source.describe(), tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
+    { api: `${api.host}:${api.port}`, apiSocket: o['api-socket'], healthz: healthzAddr, metrics: o['metrics-addr'] ?? 'off', cgroup: cgroupPath, bpfRoot, source: source.describe(), tc: tcOff ? 'off' : (devices ?? 'auto'), maglev: { size: maglevSize, auto: !o['maglev-fixed'] } },
     'agent started',
   );
   await agent.start();
@@ -282,6 +300,7 @@ async function runAgent(o: Opts): Promise<number> {
   await agent.stop();
   for (const a of apps) await a.close();
   await proxyHealth.close();
+  metricsServer?.close();
   await hcServers.close();
   names.close();
   tc?.close();
@@ -292,6 +311,7 @@ async function runAgent(o: Opts): Promise<number> {
 const labOptions = {
   prefix: { type: 'string' },
   apiserver: { type: 'boolean' },
+  cluster: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -308,10 +328,10 @@ export async function main(argv: string[]): Promise<number> {
     // The lab is loaded on demand: the agent's image does not ship it.
     const labModule = '../lab/demo.js'; // a variable: the image's build has no src/lab to type-check
     const { labDown, labUp } = (await import(labModule)) as {
-      labUp(prefix: string, o: { apiserver?: boolean }): Promise<number>;
+      labUp(prefix: string, o: { apiserver?: boolean; cluster?: boolean }): Promise<number>;
       labDown(prefix: string): Promise<number>;
     };
-    if (sub === 'up') return labUp(prefix, { apiserver: values.apiserver ?? false });
+    if (sub === 'up') return labUp(prefix, { apiserver: values.apiserver ?? false, cluster: values.cluster ?? false });
     if (sub === 'down') return labDown(prefix);
     throw new Error('lab: want "up" or "down"');
   }
@@ -326,6 +346,10 @@ export async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'agent':
       return runAgent(o);
+    case 'prepare': {
+      for (const line of prepareNode({ bpffs: o.bpffs ?? '/sys/fs/bpf', cgroup: o.cgroup, sysctls: true })) console.log(`prepare: ${line}`);
+      return 0;
+    }
     case 'cleanup': {
       const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
       const removed = cleanupDatapath(bpfRoot);
