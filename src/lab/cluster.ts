@@ -211,19 +211,12 @@ export class Cluster {
    * directories for this prefix (the lab's nodes share one kernel). Returns its directory.
    */
   writeKustomization(): string {
-    const dir = join(this.lab.state.stateDir, 'deploy');
-    mkdirSync(dir, { recursive: true });
     const cg = join(findCgroup2Root(), `switchyard-${this.lab.spec.prefix}`);
     const bpf = `/sys/fs/bpf/switchyard-${this.lab.spec.prefix}`;
-    const overlay = relative(dir, join(repoRoot, 'deploy/overlays/lab'));
-    writeFileSync(
-      join(dir, 'kustomization.yaml'),
-      `# Written by the lab (src/lab/cluster.ts) for prefix ${this.lab.spec.prefix}.
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - ${overlay}
-patches:
+    return this.kustomization(
+      'deploy',
+      'deploy/overlays/lab',
+      `patches:
   - target:
       kind: DaemonSet
       name: switchyard
@@ -245,12 +238,14 @@ patches:
         value: ${this.apiSocketDir}
 `,
     );
-    return dir;
   }
 
-  /** The uninstall DaemonSet (deploy/cleanup) for this lab: the lab's image and pin directories. */
-  writeCleanupKustomization(): string {
-    const dir = join(this.lab.state.stateDir, 'cleanup');
+  /**
+   * Writes <stateDir>/<name>/kustomization.yaml over a directory of deploy/
+   * with the given body (images, patches); returns the directory.
+   */
+  private kustomization(name: string, over: string, body: string): string {
+    const dir = join(this.lab.state.stateDir, name);
     mkdirSync(dir, { recursive: true });
     writeFileSync(
       join(dir, 'kustomization.yaml'),
@@ -258,8 +253,18 @@ patches:
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - ${relative(dir, join(repoRoot, 'deploy/cleanup'))}
-images:
+  - ${relative(dir, join(repoRoot, over))}
+${body}`,
+    );
+    return dir;
+  }
+
+  /** The uninstall DaemonSet (deploy/cleanup) for this lab: the lab's image and pin directories. */
+  writeCleanupKustomization(): string {
+    return this.kustomization(
+      'cleanup',
+      'deploy/cleanup',
+      `images:
   - name: switchyard
     newName: localhost/switchyard
     newTag: dev
@@ -279,7 +284,6 @@ patches:
         value: Never
 `,
     );
-    return dir;
   }
 
   /** `kubectl apply -k` of the lab's kustomization; waits for the DaemonSet on every node. Returns ms to Ready. */

@@ -21,7 +21,7 @@
  *   kube-proxy.kubeconfig   client certificate for user system:kube-proxy (bound to system:node-proxier
  *                           by the API server's bootstrap policy), server https://10.0.0.2:6443
  */
-import { sh } from '../util/sys.js';
+import { alive, sh } from '../util/sys.js';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
@@ -54,15 +54,6 @@ export interface ControlPlaneOptions {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function alive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function killAndWait(pid: number | undefined, timeoutMs = 15_000): Promise<void> {
   if (!alive(pid)) return;

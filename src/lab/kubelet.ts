@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { ControlPlane } from './controlplane.js';
 import { nodeIp, nodeIp6, type Lab, type LabNodeSpec } from './lab.js';
-import { sh } from '../util/sys.js';
+import { alive, sh } from '../util/sys.js';
 
 export const LAB_DATA_ROOT = '/var/lib/switchyard-lab';
 export const CLUSTER_DNS = ['10.96.0.10'];
@@ -346,15 +346,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   }
 }
 
-function alive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The processes in a cgroup directory tree. */
 function cgroupTreePids(dir: string): number[] {

@@ -54,6 +54,17 @@ export function ensureBpffs(dir: string): void {
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
 }
 
+/** Whether a process exists (signal 0). */
+export function alive(pid: number | undefined): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Runs a command and returns its stdout; throws with the command line and its stderr. */
 export function sh(cmd: string, args: string[], opts: { timeoutMs?: number; input?: string } = {}): string {
   try {
