@@ -137,9 +137,10 @@ const agentOptions = {
 
 type Opts = { [K in keyof typeof agentOptions]?: (typeof agentOptions)[K]['type'] extends 'boolean' ? boolean : string };
 
-function fromEnv(values: Opts): Opts {
+function fromEnv(values: Opts, skip: string[] = []): Opts {
   const out: Record<string, unknown> = { ...values };
   for (const k of Object.keys(agentOptions)) {
+    if (skip.includes(k)) continue;
     const env = process.env[`SWITCHYARD_${k.toUpperCase().replace(/-/g, '_')}`];
     if (out[k] === undefined && env !== undefined) out[k] = agentOptions[k as keyof typeof agentOptions].type === 'boolean' ? env === 'true' || env === '1' : env;
   }
@@ -336,7 +337,9 @@ export async function main(argv: string[]): Promise<number> {
     throw new Error('lab: want "up" or "down"');
   }
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
-  let o = fromEnv(values as Opts);
+  // Inspection reads the pins only when asked on the command line: in the agent's pod the
+  // environment names its --bpf-root, yet the running agent's API is the view to show.
+  let o = fromEnv(values as Opts, ['status', 'maps', 'drift'].includes(cmd) ? ['bpf-root'] : []);
   // Inspection commands reach an agent's unix socket through the same address option.
   if (cmd !== 'agent' && o['api-socket'] && !o['api-addr']) o = { ...o, 'api-addr': `unix:${o['api-socket']}` };
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h' || o.help) {

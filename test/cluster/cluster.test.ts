@@ -67,6 +67,13 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     }
   });
 
+  test('inspection from the agent\'s pod lists the cluster\'s Services', () => {
+    const pod = agentPods().find((p) => p.spec.nodeName === 'n1').metadata.name;
+    const out = cluster.kubectl(['-n', 'kube-system', 'exec', pod, '-c', 'agent', '--', 'node', '/opt/switchyard/bin/switchyard.js', 'maps', 'services', '-o', 'json']);
+    const names = new Set((JSON.parse(out).items as { namespace: string; service: string }[]).map((f) => `${f.namespace}/${f.service}`));
+    for (const want of ['default/kubernetes', 'kube-system/kube-dns', 'default/web', 'default/web-np']) assert.ok(names.has(want), `${want} in ${[...names].join(', ')}`);
+  });
+
   test('pods on both nodes reach a ClusterIP over TCP, spread over the backends', () => {
     for (const node of NODES) {
       const out = cluster.exec('default', clients[node], ['sh', '-c', 'for i in $(seq 1 30); do curl -sS -m 3 http://web.default/hostname; echo; done']);
