@@ -21,7 +21,7 @@ done
 
 PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl curl ca-certificates make g++ python3 pkg-config wrk)
 # The lab cluster: container runtime, CNI plugins, image tools.
-CLUSTER_PKGS=(containerd runc containernetworking-plugins buildah debootstrap gcc libc6-dev)
+CLUSTER_PKGS=(containerd runc containernetworking-plugins buildah debootstrap gcc libc6-dev procps)
 if [ "$WANT_CLUSTER" = 1 ]; then PKGS+=("${CLUSTER_PKGS[@]}"); fi
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
