@@ -14,7 +14,7 @@
  *                                         the destination address)
  *   http <url>                          → { status, headers, body }
  *   http-count <host> <port> <count> [path]   → { counts: {body: n}, errors }: one new connection each
- *   http-loop <host> <port> <ms> [path] → { ok, errors, failures }: GETs one after another, new connection each
+ *   http-loop <host> <port> <ms> [path] [gapMs] → { ok, errors, failures }: GETs one after another, new connection each
  *   tcp-saw <host> <port>               → { pod, saw } or { code }: one connection
  *   trace <host> <port> <ms> <gapMs> <timeoutMs>
  *                                       → { t0, events: [[ms since t0, pod or error code], ...] }
@@ -260,8 +260,9 @@ async function main(): Promise<unknown> {
       return { counts, errors };
     }
     case 'http-loop': {
-      // Requests one after another for a while, each on a new connection.
+      // Requests one after another for a while, each on a new connection, a5 ms apart.
       const until = Date.now() + Number(a3);
+      const gap = Number(a5 ?? 0);
       let ok = 0;
       const errors: Record<string, number> = {};
       const failures: string[] = [];
@@ -269,6 +270,7 @@ async function main(): Promise<unknown> {
         try {
           await httpOnce(host, port, a4 ?? '/hostname');
           ok++;
+          if (gap > 0) await new Promise((r) => setTimeout(r, gap));
         } catch (e) {
           errors[code(e)] = (errors[code(e)] ?? 0) + 1;
           if (failures.length < 20) failures.push(`${new Date().toISOString()} ${code(e)}`);

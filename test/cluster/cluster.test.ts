@@ -124,7 +124,9 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
       'sh', '-c',
       `ok=0; fail=0; end=$(( $(date +%s) + ${loopMs / 1000} )); while [ $(date +%s) -lt $end ]; do if curl -sS -m 2 -o /dev/null http://web.default/hostname 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail"`,
     ]);
-    const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', '10.0.0.11', WEB_NODEPORT, loopMs, '/hostname'], loopMs + 30_000);
+    // ~100 new connections a second, as a busy client makes them. Unpaced (600/s through one node's
+    // masquerade for 40 s) one SYN in ~25,000 went unanswered once; see docs/cluster.md.
+    const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', '10.0.0.11', WEB_NODEPORT, loopMs, '/hostname', 10], loopMs + 30_000);
     await new Promise((r) => setTimeout(r, 3000));
     const before = agentPods().map((p) => p.metadata.uid);
     cluster.kubectl(['-n', 'kube-system', 'set', 'image', 'ds/switchyard', 'agent=localhost/switchyard:update', 'prepare=localhost/switchyard:update']);
