@@ -7,9 +7,8 @@
  * ever sees a half-programmed map, and /readyz turns true only after both.
  */
 import type { Logger } from 'pino';
-import type { V1Node } from '@kubernetes/client-node';
 import { ModelCache, buildDesiredState, nodeInfoFromObject } from '../model/index.js';
-import type { NodeInfo, Rejection } from '../model/types.js';
+import type { Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
 import type { DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
@@ -94,10 +93,6 @@ function rejectionKey(r: Rejection): string {
   return `${r.kind}|${r.namespace}|${r.name}|${r.reason}`;
 }
 
-/** This agent's NodeInfo from its Node object; shape errors go to `rejected`. */
-export function nodeInfoFrom(name: string, node: V1Node | undefined, rejected: Rejection[] = []): NodeInfo {
-  return nodeInfoFromObject(name, node, rejected);
-}
 
 export class Agent {
   private ready = false;
@@ -345,7 +340,7 @@ export class Agent {
     try {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
       const nodeRejected: Rejection[] = [];
-      const nodeInfo = nodeInfoFrom(this.d.nodeName, node, nodeRejected);
+      const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
       const desired = buildDesiredState(
         { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
         { serviceProxyName: this.d.serviceProxyName },

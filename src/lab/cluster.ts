@@ -19,18 +19,11 @@ import { repoRoot } from '../bpf/native.js';
 import { ensureBpffs, findCgroup2Root, sh } from '../util/sys.js';
 import { ControlPlane } from './controlplane.js';
 import { KubeletNode, podCidr, podCidr6 } from './kubelet.js';
-import { Lab, nodeIp, nodeIp6, type LabSpec } from './lab.js';
+import { Lab, defaultSpec, nodeIp, nodeIp6, type LabSpec } from './lab.js';
 
+/** The lab's nodes and external client; pods come from the kubelets instead of the lab. */
 export function clusterSpec(prefix = 'sylab'): LabSpec {
-  return {
-    prefix,
-    nodes: [
-      { name: 'n1', index: 1, zone: 'zone-a' },
-      { name: 'n2', index: 2, zone: 'zone-b' },
-    ],
-    pods: [],
-    external: { name: 'ext', host: 100 },
-  };
+  return { ...defaultSpec(prefix), pods: [] };
 }
 
 export interface ClusterOptions {

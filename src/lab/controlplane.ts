@@ -21,7 +21,7 @@
  *   kube-proxy.kubeconfig   client certificate for user system:kube-proxy (bound to system:node-proxier
  *                           by the API server's bootstrap policy), server https://10.0.0.2:6443
  */
-import { alive, sh } from '../util/sys.js';
+import { alive, killAndWait, sh } from '../util/sys.js';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
@@ -54,29 +54,6 @@ export interface ControlPlaneOptions {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
-async function killAndWait(pid: number | undefined, timeoutMs = 15_000): Promise<void> {
-  if (!alive(pid)) return;
-  try {
-    process.kill(-pid!, 'SIGTERM');
-  } catch {
-    try {
-      process.kill(pid!, 'SIGTERM');
-    } catch {
-      return;
-    }
-  }
-  const deadline = Date.now() + timeoutMs;
-  while (alive(pid) && Date.now() < deadline) await sleep(50);
-  if (alive(pid)) {
-    try {
-      process.kill(-pid!, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-    while (alive(pid)) await sleep(20);
-  }
-}
 
 export class ControlPlane {
   readonly dir: string;
@@ -417,14 +394,14 @@ export class ControlPlane {
    * allocation: the lab's pod ranges are fixed per node (src/lab/cluster.ts).
    */
   startControllers(): void {
-    const kc = (c: string) => join(this.dir, `${c}.kubeconfig`);
+    // Flags both share: their own credentials for everything, loopback only, one instance.
+    const common = (c: string) => {
+      const kc = join(this.dir, `${c}.kubeconfig`);
+      return [`--kubeconfig=${kc}`, `--authentication-kubeconfig=${kc}`, `--authorization-kubeconfig=${kc}`, '--bind-address=127.0.0.1', '--leader-elect=false', '--profiling=false', '--v=1'];
+    };
     this.pids.controllerManager = this.lab.spawnIn('', this.ns, [
       this.bins.kubeControllerManager,
-      `--kubeconfig=${kc('controller-manager')}`,
-      `--authentication-kubeconfig=${kc('controller-manager')}`,
-      `--authorization-kubeconfig=${kc('controller-manager')}`,
-      '--bind-address=127.0.0.1',
-      '--leader-elect=false',
+      ...common('controller-manager'),
       '--use-service-account-credentials=true',
       `--service-account-private-key-file=${join(this.dir, 'sa.key')}`,
       `--root-ca-file=${this.caCert}`,
@@ -432,19 +409,8 @@ export class ControlPlane {
       `--cluster-signing-key-file=${join(this.dir, 'ca.key')}`,
       '--allocate-node-cidrs=false',
       `--service-cluster-ip-range=${SERVICE_CIDRS.join(',')}`,
-      '--profiling=false',
-      '--v=1',
     ], 'cp-controller-manager.log');
-    this.pids.scheduler = this.lab.spawnIn('', this.ns, [
-      this.bins.kubeScheduler,
-      `--kubeconfig=${kc('scheduler')}`,
-      `--authentication-kubeconfig=${kc('scheduler')}`,
-      `--authorization-kubeconfig=${kc('scheduler')}`,
-      '--bind-address=127.0.0.1',
-      '--leader-elect=false',
-      '--profiling=false',
-      '--v=1',
-    ], 'cp-scheduler.log');
+    this.pids.scheduler = this.lab.spawnIn('', this.ns, [this.bins.kubeScheduler, ...common('scheduler')], 'cp-scheduler.log');
   }
 
   /** Routes from the control-plane namespace to the nodes' pod ranges (pods reach the API server through the `kubernetes` Service). */

@@ -101,7 +101,7 @@ async function clusterUp(prefix: string): Promise<number> {
     const dsMs = await cluster.deploySwitchyard();
     console.error(`cluster: switchyard DaemonSet Ready on both nodes in ${(dsMs / 1000).toFixed(1)} s`);
     await cluster.waitNodesReady();
-    cluster.kubectl(['apply', '-f', '-'], { input: demoWorkload(cluster.images!.tools) });
+    cluster.kubectl(['apply', '-f', '-'], { input: demoWorkload() });
     await cluster.waitDeployment('kube-system', 'coredns');
     await cluster.waitDeployment('default', 'web');
     await cluster.waitDeployment('default', 'client');

@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { ControlPlane } from './controlplane.js';
 import { nodeIp, nodeIp6, type Lab, type LabNodeSpec } from './lab.js';
-import { alive, sh } from '../util/sys.js';
+import { alive, killAndWait, mounts, sh } from '../util/sys.js';
 
 export const LAB_DATA_ROOT = '/var/lib/switchyard-lab';
 export const CLUSTER_DNS = ['10.96.0.10'];
@@ -40,15 +40,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const podCidr = (n: LabNodeSpec) => `10.244.${n.index}.0/24`;
 export const podCidr6 = (n: LabNodeSpec) => `fd10:244:${n.index}::/64`;
 
-/** The v1 hierarchies mounted on this host (name → mount point), from /proc/self/mountinfo. */
+/** The mount points of the cgroup v1 hierarchies on this host. */
 export function cgroupV1Mounts(): string[] {
-  const out: string[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const [pre, post] = line.split(' - ');
-    if (!post) continue;
-    if (post.split(' ')[0] === 'cgroup') out.push(pre.split(' ')[4]);
-  }
-  return out;
+  return mounts().filter((m) => m.fsType === 'cgroup').map((m) => m.mountPoint);
 }
 
 /**
@@ -336,13 +330,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   }
 
   async stopKubelet(): Promise<void> {
-    if (!alive(this.kubeletPid)) return;
-    try {
-      process.kill(-this.kubeletPid!, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-    while (alive(this.kubeletPid)) await sleep(20);
+    await killAndWait(this.kubeletPid, 5000);
   }
 }
 
@@ -416,19 +404,18 @@ export function teardownNode(n: NodeState, cgroup2Root: string): string[] {
     }
   }
   // Overlay rootfs, tmpfs volumes, shm: everything mounted under the node's directories, deepest first.
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((m) => m && (m.startsWith(`${n.dataDir}/`) || m.startsWith(`${n.stateDir}/`)))
+  const under = mounts()
+    .map((m) => m.mountPoint)
+    .filter((m) => m.startsWith(`${n.dataDir}/`) || m.startsWith(`${n.stateDir}/`))
     .sort((a, b) => b.length - a.length);
-  for (const m of mounts) {
+  for (const m of under) {
     try {
       execFileSync('umount', ['-l', m], { stdio: 'ignore' });
     } catch {
       /* already gone */
     }
   }
-  if (mounts.length) removed.push(`${mounts.length} mounts`);
+  if (under.length) removed.push(`${under.length} mounts`);
   try {
     execFileSync('rm', ['-rf', '--one-file-system', n.dataDir], { stdio: 'ignore' });
     removed.push(n.dataDir);

@@ -63,6 +63,6 @@ export function clientObjects(): object[] {
 }
 
 /** Multi-document YAML of the demo workload for `kubectl apply -f -`. */
-export function demoWorkload(_toolsTar?: string): string {
+export function demoWorkload(): string {
   return [...webObjects(), ...clientObjects()].map((o) => stringify(o)).join('---\n');
 }

@@ -1,12 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, existsSync, mkdirSync } from 'node:fs';
 
-interface Mount {
+export interface Mount {
   mountPoint: string;
   fsType: string;
 }
 
-function mounts(): Mount[] {
+/** This process's mounts, from /proc/self/mountinfo. */
+export function mounts(): Mount[] {
   // /proc/self/mountinfo: "... mount_point options ... - fstype source super_opts"
   return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
@@ -62,6 +63,33 @@ export function alive(pid: number | undefined): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Stops a process (its group when it leads one): SIGTERM, SIGKILL after
+ * `timeoutMs`; resolves when it is gone.
+ */
+export async function killAndWait(pid: number | undefined, timeoutMs = 15_000): Promise<void> {
+  if (!alive(pid)) return;
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid!, sig);
+    } catch {
+      try {
+        process.kill(pid!, sig);
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  signal('SIGTERM');
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid) && Date.now() < deadline) await sleep(50);
+  if (alive(pid)) {
+    signal('SIGKILL');
+    while (alive(pid)) await sleep(20);
   }
 }
 

@@ -9,7 +9,6 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { Agent } from '../../src/agent/agent.js';
@@ -19,17 +18,11 @@ import { buildApp } from '../../src/api/server.js';
 import type { Snapshot, Source } from '../../src/source/types.js';
 import type { DriftEntry, Reconciler, SyncResult } from '../../src/dataplane/reconciler.js';
 import type { SocketLbDatapath } from '../../src/dataplane/datapath.js';
+import { freePort } from './ports.js';
 
 const BOUND_MS = 10_000;
 const zero = { backends: 0, tables: 0, services: 0 };
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 async function until(cond: () => boolean, ms = 3000): Promise<void> {
   const t0 = Date.now();

@@ -14,14 +14,8 @@ import { Registry } from 'prom-client';
 import { ListenError, openListeners } from '../../src/agent/listen.js';
 import { ProxyHealthServer } from '../../src/agent/healthcheck.js';
 import { buildApp } from '../../src/api/server.js';
+import { freePort } from './ports.js';
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const fakeAgent = { isReady: () => true, status: () => ({ node: 'n1', ready: true, attached: [], source: { kind: 'test' }, rejected: [] }) };
 
