@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components used by the lab cluster, the tests and the
 # benchmarks (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-# kubectl, kube-proxy, etcd, CoreDNS, and the e2e tests' agnhost) from their Go modules, pinned in test/k8s/go.mod,
+# kubectl, kube-proxy, etcd, CoreDNS, the upstream e2e tests of sig-network (e2e.test from
+# test/k8s/e2e, the ginkgo runner) and the images' programs they need (agnhost, boom-server)) from their Go modules, pinned in test/k8s/go.mod,
 # test/k8s/etcd/go.mod and test/k8s/coredns/go.mod, into a cache keyed by version.
 # Skips what is already there.
 #
@@ -18,7 +19,7 @@ COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 
 CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
 OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
 
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy agnhost etcd coredns)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy agnhost boom-server e2e.test ginkgo etcd coredns)
 have_all=1
 for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || have_all=0; done
 if [ "$have_all" = 1 ]; then
@@ -47,6 +48,13 @@ for c in kube-controller-manager kube-scheduler kubelet kubectl kube-proxy; do
   build "$c" . "k8s.io/kubernetes/cmd/$c" "$kube_ldflags"
 done
 build agnhost . k8s.io/kubernetes/test/images/agnhost "-s -w"
+build boom-server . k8s.io/kubernetes/test/images/regression-issue-74839 "-s -w"
+build ginkgo . github.com/onsi/ginkgo/v2/ginkgo "-s -w"
+if [ ! -x "$OUT/e2e.test" ]; then
+  echo "k8s-bins: building e2e.test (test/k8s/e2e: the framework and test/e2e/network)" >&2
+  nice go test -c -trimpath -ldflags="$kube_ldflags" -o "$OUT/e2e.test.tmp" ./e2e
+  mv "$OUT/e2e.test.tmp" "$OUT/e2e.test"
+fi
 build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
 build coredns coredns github.com/coredns/coredns "-s -w"
 echo "k8s-bins: built in $(( $(date +%s) - start )) s" >&2

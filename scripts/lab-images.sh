@@ -13,6 +13,9 @@
 #   localhost/switchyard-lab/tools:1        test pods: agnhost (from the pinned
 #                                           k8s.io/kubernetes module) on the base, with curl,
 #                                           nslookup/dig, nc and a shell
+#   localhost/switchyard-lab/e2e-nginx:1    stand-ins for upstream e2e images (images/e2e);
+#   localhost/switchyard-lab/e2e-boom:1     the conformance run tags tools and pause under
+#                                           the other names the e2e framework asks for
 #
 # Layers are cached by buildah; the base is rebuilt only when missing. Prints the
 # directory of the tarballs on its last line.
@@ -23,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${SY_IMAGE_CACHE:-/var/cache/switchyard/images}
-WANT=${SY_IMAGES:-base switchyard pause coredns tools}
+WANT=${SY_IMAGES:-base switchyard pause coredns tools e2e}
 BASE=localhost/switchyard-lab/base:trixie
 mkdir -p "$OUT"
 log() { echo "lab-images: $*" >&2; }
@@ -34,7 +37,7 @@ for t in buildah debootstrap gcc; do
 done
 
 BINS=
-if wants coredns || wants tools; then BINS=$(bash scripts/k8s-bins.sh | tail -1); fi
+if wants coredns || wants tools || wants e2e; then BINS=$(bash scripts/k8s-bins.sh | tail -1); fi
 COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' test/k8s/coredns/go.mod)
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
@@ -119,12 +122,28 @@ fi
 if wants tools; then
   t0=$(date +%s)
   ctx=$(mktemp -d)
-  cp images/tools/Containerfile "$BINS/agnhost" "$ctx/"
+  # agnhost's porter serves TLS with the test certificate its upstream image carries.
+  KDIR=$(cd test/k8s && PATH="$PATH:/usr/local/go/bin" GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  cp images/tools/Containerfile "$BINS/agnhost" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
   buildah build --quiet --layers --network host -f "$ctx/Containerfile" \
     --build-arg BASE="$BASE" -t localhost/switchyard-lab/tools:1 "$ctx" >"$OUT/tools-build.log" 2>&1 \
     || { rm -rf "$ctx"; tail -40 "$OUT/tools-build.log" >&2; exit 1; }
   rm -rf "$ctx"
   log "tools image in $(( $(date +%s) - t0 )) s"
   save localhost/switchyard-lab/tools:1 tools.tar
+fi
+
+if wants e2e; then
+  t0=$(date +%s)
+  ctx=$(mktemp -d)
+  cp images/e2e/Containerfile "$BINS/boom-server" "$ctx/"
+  for target in nginx boom; do
+    buildah build --quiet --layers --network host -f "$ctx/Containerfile" --target "$target" \
+      --build-arg TOOLS=localhost/switchyard-lab/tools:1 -t "localhost/switchyard-lab/e2e-$target:1" "$ctx" >"$OUT/e2e-build.log" 2>&1 \
+      || { rm -rf "$ctx"; tail -40 "$OUT/e2e-build.log" >&2; exit 1; }
+    save "localhost/switchyard-lab/e2e-$target:1" "e2e-$target.tar"
+  done
+  rm -rf "$ctx"
+  log "e2e images in $(( $(date +%s) - t0 )) s"
 fi
 echo "$OUT"

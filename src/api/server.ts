@@ -112,6 +112,12 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       return ready ? { ready } : { ready, reason: h.reason };
     });
 
+    // kube-proxy's metrics port answers the proxy mode here; tools (and the e2e tests) ask it which proxy runs.
+    get('/proxyMode', { summary: 'The proxy mode, as kube-proxy answers it on its metrics port: "switchyard"', produces: ['text/plain'], response: { 200: { type: 'string' } } }, (_req, reply) => {
+      reply.type('text/plain; charset=utf-8');
+      return 'switchyard';
+    });
+
     get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, () => ({
       ...deps.agent.status(),
       bpfRoot: deps.maps.bpfRoot,

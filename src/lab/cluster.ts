@@ -42,6 +42,9 @@ export interface ImageSet {
   coredns: string;
   tools: string;
   corednsImage: string;
+  /** Stand-ins for upstream e2e images (images/e2e): nginx, boom-server. */
+  e2eNginx: string;
+  e2eBoom: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -58,6 +61,8 @@ export function buildImages(only?: string[]): ImageSet {
     pause: join(dir, 'pause.tar'),
     coredns: join(dir, 'coredns.tar'),
     tools: join(dir, 'tools.tar'),
+    e2eNginx: join(dir, 'e2e-nginx.tar'),
+    e2eBoom: join(dir, 'e2e-boom.tar'),
     corednsImage: `localhost/switchyard-lab/coredns:${coredns}`,
   };
 }

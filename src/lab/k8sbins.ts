@@ -1,6 +1,6 @@
 /**
  * Where the lab finds the Kubernetes binaries (kube-apiserver, kube-controller-manager,
- * kube-scheduler, kubelet, kubectl, kube-proxy, etcd, CoreDNS): the directory that
+ * kube-scheduler, kubelet, kubectl, kube-proxy, etcd, CoreDNS, e2e.test, ginkgo): the directory that
  * scripts/k8s-bins.sh prints (it builds them from their pinned Go modules into
  * a cache keyed by version, and returns at once when they are there), or
  * $SY_K8S_BIN_DIR when set.
@@ -20,6 +20,9 @@ export interface K8sBins {
   kubeProxy: string;
   etcd: string;
   coredns: string;
+  /** The upstream e2e tests of sig-network (test/k8s/e2e) and their runner. */
+  e2eTest: string;
+  ginkgo: string;
 }
 
 let cached: K8sBins | undefined;
@@ -45,6 +48,8 @@ export function k8sBins(): K8sBins {
     kubeProxy: join(dir, 'kube-proxy'),
     etcd: join(dir, 'etcd'),
     coredns: join(dir, 'coredns'),
+    e2eTest: join(dir, 'e2e.test'),
+    ginkgo: join(dir, 'ginkgo'),
   };
   for (const b of Object.values(bins)) {
     if (b !== dir && !existsSync(b)) throw new Error(`missing ${b} (run scripts/k8s-bins.sh, or set SY_K8S_BIN_DIR to a directory holding the binaries it builds)`);

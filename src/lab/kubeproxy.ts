@@ -17,6 +17,19 @@ import { CLUSTER_CIDRS, CP_IP, CP_IP6, SERVICE_CIDRS, type ControlPlane } from '
 const METRICS_ADDR = '127.0.0.1:10249';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+export interface KubeProxyOptions {
+  /** Proxy mode (default iptables). */
+  mode?: 'iptables' | 'nftables';
+  /** healthz (10256) bind address (default 127.0.0.1:10256; a cluster node serves it on every address). */
+  healthzBindAddress?: string;
+  /**
+   * A node of the lab cluster: kube-proxy's defaults for what lives in the node's network
+   * namespace (conntrack TCP timeouts, localhost NodePorts); still no conntrack table sizing,
+   * which is the machine's.
+   */
+  clusterNode?: boolean;
+}
+
 export class KubeProxy {
   pid?: number;
 
@@ -24,6 +37,7 @@ export class KubeProxy {
     readonly lab: Lab,
     readonly cp: ControlPlane,
     readonly node: string,
+    readonly opts: KubeProxyOptions = {},
   ) {}
 
   get configFile(): string {
@@ -52,15 +66,15 @@ export class KubeProxy {
         kind: 'KubeProxyConfiguration',
         clientConnection: { kubeconfig: this.cp.kubeProxyKubeconfig },
         hostnameOverride: this.node,
-        mode: 'iptables',
+        mode: this.opts.mode ?? 'iptables',
         clusterCIDR: CLUSTER_CIDRS.join(','),
         detectLocalMode: 'ClusterCIDR',
-        healthzBindAddress: '127.0.0.1:10256',
+        healthzBindAddress: this.opts.healthzBindAddress ?? '127.0.0.1:10256',
         metricsBindAddress: METRICS_ADDR,
         // Leave the machine's global settings alone: no conntrack table sizing, no timeouts, no OOM score.
-        conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
+        conntrack: this.opts.clusterNode ? { maxPerCore: 0, min: 0 } : { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
         oomScoreAdj: 0,
-        iptables: { localhostNodePorts: false, minSyncPeriod: '1s', syncPeriod: '30s' },
+        iptables: this.opts.clusterNode ? { minSyncPeriod: '1s', syncPeriod: '30s' } : { localhostNodePorts: false, minSyncPeriod: '1s', syncPeriod: '30s' },
       }),
     );
     this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName);

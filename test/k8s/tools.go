@@ -12,4 +12,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "k8s.io/kubernetes/test/images/regression-issue-74839"
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 )
