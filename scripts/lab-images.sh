@@ -124,7 +124,7 @@ if wants tools; then
   ctx=$(mktemp -d)
   # agnhost's porter serves TLS with the test certificate its upstream image carries.
   KDIR=$(cd test/k8s && PATH="$PATH:/usr/local/go/bin" GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-  cp images/tools/Containerfile "$BINS/agnhost" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
+  cp images/tools/Containerfile "$BINS/agnhost" "$BINS/coredns" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
   buildah build --quiet --layers --network host -f "$ctx/Containerfile" \
     --build-arg BASE="$BASE" -t localhost/switchyard-lab/tools:1 "$ctx" >"$OUT/tools-build.log" 2>&1 \
     || { rm -rf "$ctx"; tail -40 "$OUT/tools-build.log" >&2; exit 1; }

@@ -9,7 +9,10 @@
  *   there or in its unified/ directory (hybrid hosts); mounted at unified/
  *   when the host has none (cgroup v1 only hosts);
  * - the network sysctls the tc path relies on (/proc/sys is read-only in an
- *   unprivileged container): forwarding on, ICMP redirects off on every device.
+ *   unprivileged container): forwarding on, ICMP redirects off on every device;
+ *   conntrack's CLOSE_WAIT timeout raised to kube-proxy's hour (NodePort
+ *   traffic that is masqueraded keeps its NAT entry while one side is
+ *   half-closed; the kernel's 60 s would cut long half-closed flows).
  *
  * Idempotent: each step says what it found or did.
  */
@@ -54,6 +57,8 @@ export function prepareNode(o: PrepareOptions): string[] {
     set('net/ipv4/ip_forward', '1');
     set('net/ipv6/conf/all/forwarding', '1');
     for (const d of readdirSync('/proc/sys/net/ipv4/conf')) set(`net/ipv4/conf/${d}/send_redirects`, '0');
+    const closeWait = 'net/netfilter/nf_conntrack_tcp_timeout_close_wait';
+    if (existsSync(`/proc/sys/${closeWait}`) && Number(readFileSync(`/proc/sys/${closeWait}`, 'utf8')) < 3600) set(closeWait, '3600');
     done.push('sysctls checked');
   }
   return done;

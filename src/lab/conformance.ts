@@ -39,6 +39,7 @@ export const CONFORMANCE_FOCUS = '\\[sig-network\\] .*\\[Conformance\\]';
 export const SKIP: { re: string; reason: string }[] = [
   { re: '\\[Disruptive\\]', reason: 'restarts kube-proxy or the API server through SSH / the cloud provider; the lab has neither' },
   { re: 'Internet connection|\\[Feature:Networking-(IPv4|IPv6|DNS)\\]', reason: 'connects to the Internet (8.8.8.8, google.com): tests here send traffic only inside the lab' },
+  { re: '\\[Feature:OffByDefault\\]', reason: 'needs an alpha feature gate that is off by default (the lab cluster runs the defaults)' },
   { re: '\\[Feature:(LoadBalancer|SCTPConnectivity|Ingress|NEG|Networking-IPv6|Networking-Performance|NetworkPolicy|IPv6DualStack|ServiceCIDRs)\\]', reason: 'needs a feature (cloud load balancer, SCTP module, Ingress controller, …) that the lab cluster does not run' },
 ];
 

@@ -227,10 +227,27 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     return sh('ctr', ['--address', this.containerdSocket, '--namespace', 'k8s.io', ...args], { timeoutMs: opts.timeoutMs });
   }
 
+  /**
+   * The node's UTS namespace (hostname = node name), kept by a bind mount of its nsfs file:
+   * containerd and the kubelet run in it, so hostNetwork pods see the node's name as their
+   * hostname, as on a machine of their own (upstream e2e tests check it).
+   */
+  get utsFile(): string {
+    return join(this.stateDir, 'uts');
+  }
+
+  private makeUts(): void {
+    if (mounts().some((m) => m.mountPoint === this.utsFile)) return;
+    mkdirSync(this.stateDir, { recursive: true });
+    writeFileSync(this.utsFile, '');
+    sh('unshare', [`--uts=${this.utsFile}`, 'hostname', this.node.name]);
+  }
+
   async startContainerd(): Promise<void> {
     this.makeCgroups();
+    this.makeUts();
     const cfg = this.writeContainerdConfig();
-    this.containerdPid = this.lab.spawnIn('', null, ['nsenter', `--net=/var/run/netns/${this.ns}`, '--', 'containerd', '--config', cfg, '--log-level', 'warn'], `containerd-${this.node.name}.log`);
+    this.containerdPid = this.lab.spawnIn('', null, ['nsenter', `--uts=${this.utsFile}`, `--net=/var/run/netns/${this.ns}`, '--', 'containerd', '--config', cfg, '--log-level', 'warn'], `containerd-${this.node.name}.log`);
     this.lab.state.nodes ??= {};
     this.lab.state.nodes[this.node.name] = { containerd: this.containerdSocket, stateDir: this.stateDir, dataDir: this.dataDir, cgroupRoot: this.cgroupRoot };
     this.lab.saveState();
@@ -310,7 +327,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     mkdirSync(join(this.dataDir, 'kubelet'), { recursive: true });
     const labels = [`topology.kubernetes.io/zone=${this.node.zone ?? 'zone-a'}`, `switchyard.lab/node=${this.node.name}`];
     this.kubeletPid = this.lab.spawnIn('', null, [
-      'nsenter', `--net=/var/run/netns/${this.ns}`, '--',
+      'nsenter', `--uts=${this.utsFile}`, `--net=/var/run/netns/${this.ns}`, '--',
       this.cp.bins.kubelet,
       `--config=${config}`,
       `--kubeconfig=${kubeconfig}`,
