@@ -30,13 +30,38 @@ static __always_inline __u8 sy_sock_proto(const struct bpf_sock_addr *ctx)
 	return (__u8)ctx->protocol;
 }
 
+/* A 64-bit finaliser (xor-shift-multiply): spreads socket cookies over the table. */
+static __always_inline __u32 sy_mix64(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return (__u32)x;
+}
+
+/*
+ * Where in the Maglev table a new flow lands. TCP: a random slot per connect().
+ * UDP: a slot derived from the socket cookie and the service, so every datagram
+ * one socket sends to a Service (sendmsg on an unconnected socket is translated
+ * per datagram) reaches the same backend, as a conntrack 5-tuple entry keeps it
+ * with kube-proxy; different sockets still spread over the backends.
+ */
+static __always_inline __u32 sy_flow_hash(void *ctx, __u8 proto, __u32 svc_id)
+{
+	if (proto == IPPROTO_UDP)
+		return sy_mix64(bpf_get_socket_cookie(ctx) ^ ((__u64)svc_id << 32));
+	return bpf_get_prandom_u32();
+}
+
 /*
  * Choose a backend for one new connection or datagram destination: the sticky
- * one while sessionAffinity holds, otherwise a random slot of the service's
- * Maglev table (weights are encoded in how many slots a backend owns).
+ * one while sessionAffinity holds, otherwise the slot `hash` picks in the
+ * service's Maglev table (weights are encoded in how many slots a backend owns).
  */
 static __always_inline int sy_pick_backend(const struct sy_svc_val *svc,
-					   __u64 client,
+					   __u64 client, __u32 hash,
 					   struct sy_backend **out)
 {
 	struct sy_affinity_key akey = {};
@@ -87,7 +112,7 @@ static __always_inline int sy_pick_backend(const struct sy_svc_val *svc,
 		sy_count_drop(SY_DROP_NO_MAGLEV);
 		return -EHOSTUNREACH;
 	}
-	slot = 1 + bpf_get_prandom_u32() % *m;
+	slot = 1 + hash % *m;
 	bid = bpf_map_lookup_elem(table, &slot);
 	if (!bid) {
 		sy_count_drop(SY_DROP_NO_MAGLEV);
@@ -129,7 +154,8 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (!svc)
 		return 0;
 
-	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx), &be);
+	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
+			      sy_flow_hash(ctx, proto, svc->svc_id), &be);
 	if (ret < 0)
 		return ret;
 	if (be->family != 4) {
@@ -195,7 +221,8 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (!svc)
 		return 0;
 
-	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx), &be);
+	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
+			      sy_flow_hash(ctx, proto, svc->svc_id), &be);
 	if (ret < 0)
 		return ret;
 	if (be->family != 6) {

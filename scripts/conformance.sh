@@ -12,6 +12,8 @@
 #   SY_CONFORMANCE_OUT   where the ginkgo reports and logs go
 #                        (default /var/tmp/switchyard-conformance/<date>)
 #   SY_CONFORMANCE_DOC   the table (default docs/conformance.md)
+#   SY_CONFORMANCE_NODES kubelet nodes (default 6: three zones of two, which the
+#                        traffic distribution specs need; CI uses 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "conformance: needs root (namespaces, BPF, kubelets)" >&2; exit 1; }
@@ -22,7 +24,7 @@ DOC=${SY_CONFORMANCE_DOC:-docs/conformance.md}
 mkdir -p "$OUT"
 start=$(date +%s)
 for proxy in switchyard iptables; do
-  node dist/src/lab/conformance.js run --proxy "$proxy" --out "$OUT" "$@"
+  node dist/src/lab/conformance.js run --proxy "$proxy" --out "$OUT" --nodes "${SY_CONFORMANCE_NODES:-6}" "$@"
 done
 node dist/src/lab/conformance.js report --out "$DOC" --command "bash scripts/conformance.sh $*" \
   "$OUT/switchyard.json" "$OUT/iptables.json"

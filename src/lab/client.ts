@@ -153,6 +153,24 @@ async function main(): Promise<unknown> {
       }
       return { counts, errors, replyFrom: [...from] };
     }
+    case 'udp-one-socket': {
+      // n datagrams from ONE unconnected socket (sendto/recvfrom): which backends answered.
+      const counts: Record<string, number> = {};
+      const errors: Record<string, number> = {};
+      const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
+      try {
+        for (let i = 0; i < Number(a3 ?? 1); i++) {
+          try {
+            bump(counts, (await udpOnce(sock, false)).pod);
+          } catch (e) {
+            bump(errors, code(e));
+          }
+        }
+      } finally {
+        sock.close();
+      }
+      return { counts, errors };
+    }
     case 'refused': {
       const t0 = process.hrtime.bigint();
       try {

@@ -22,8 +22,13 @@ import { KubeletNode, podCidr, podCidr6 } from './kubelet.js';
 import { Lab, defaultSpec, nodeIp, nodeIp6, type LabSpec } from './lab.js';
 
 /** The lab's nodes and external client; pods come from the kubelets instead of the lab. */
-export function clusterSpec(prefix = 'sylab'): LabSpec {
-  return { ...defaultSpec(prefix), pods: [] };
+export function clusterSpec(prefix = 'sylab', nodes = 2, zones = Math.max(2, nodes)): LabSpec {
+  const spec = defaultSpec(prefix);
+  const more = Array.from({ length: Math.max(0, nodes - spec.nodes.length) }, (_, i) => {
+    const index = spec.nodes.length + i + 1;
+    return { name: `n${index}`, index, zone: `zone-${String.fromCharCode(97 + ((index - 1) % zones))}` };
+  });
+  return { ...spec, nodes: [...spec.nodes, ...more].slice(0, nodes), pods: [] };
 }
 
 export interface ClusterOptions {
@@ -31,6 +36,10 @@ export interface ClusterOptions {
   /** Root-namespace relay ports of the API server (admin = kubectl, agent = unused by the DaemonSet). */
   adminPort: number;
   agentPort: number;
+  /** Kubelet nodes (default 2: n1, n2), each in its own zone (zone-a, zone-b, zone-c, …). */
+  nodes?: number;
+  /** Zones the nodes are spread over, round robin (default: one per node). */
+  zones?: number;
   /** Log progress lines (stderr by default). */
   log?: (msg: string) => void;
 }
@@ -76,7 +85,7 @@ export class Cluster {
   images?: ImageSet;
 
   constructor(readonly opts: ClusterOptions) {
-    this.lab = new Lab(clusterSpec(opts.prefix));
+    this.lab = new Lab(clusterSpec(opts.prefix, opts.nodes, opts.zones));
     this.cp = new ControlPlane(this.lab, { adminPort: opts.adminPort, agentPort: opts.agentPort });
     this.nodes = this.lab.spec.nodes.map((n) => new KubeletNode(this.lab, this.cp, n));
     this.log = opts.log ?? ((m) => process.stderr.write(`cluster: ${m}\n`));

@@ -66,6 +66,8 @@ export interface SuiteOptions {
   skip?: string;
   procs?: number;
   prefix?: string;
+  /** Kubelet nodes (default 3), spread over at most 3 zones. */
+  nodes?: number;
   adminPort?: number;
   agentPort?: number;
   log?: (m: string) => void;
@@ -84,7 +86,9 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
   const log = o.log ?? ((m: string) => process.stderr.write(`conformance: ${m}\n`));
   const bins = k8sBins();
   mkdirSync(o.outDir, { recursive: true });
-  const cluster = new Cluster({ prefix: o.prefix ?? 'syconf', adminPort: o.adminPort ?? 19140, agentPort: o.agentPort ?? 19141, log });
+  // The eTP/health-check-node-port specs need 3 nodes, the traffic distribution ones 3 zones of 2 nodes.
+  const nodes = o.nodes ?? 3;
+  const cluster = new Cluster({ prefix: o.prefix ?? 'syconf', adminPort: o.adminPort ?? 19140, agentPort: o.agentPort ?? 19141, nodes, zones: Math.min(3, nodes), log });
   const t0 = Date.now();
   try {
     await cluster.up();
@@ -220,7 +224,7 @@ export function writeReport(outFile: string, reports: { proxy: string; file: str
   lines.push('differences that are on purpose are explained in [conformance-method.md](conformance-method.md).');
   lines.push('');
   lines.push(`- command: \`${meta.command}\``);
-  lines.push(`- specs: upstream \`k8s.io/kubernetes\` ${v} \`test/e2e/network\` (+ framework), built as \`test/k8s/e2e\`; ginkgo from the external namespace of the lab cluster (2 kubelet nodes, containerd, bridge CNI)`);
+  lines.push(`- specs: upstream \`k8s.io/kubernetes\` ${v} \`test/e2e/network\` (+ framework), built as \`test/k8s/e2e\`; ginkgo from the external namespace of the lab cluster (kubelet nodes in their own zones, containerd, bridge CNI)`);
   lines.push(`- machine: ${hostname()}, Linux ${release()}, ${cpus().length} CPUs; written ${new Date().toISOString()}`);
   lines.push('');
   lines.push('| | ' + data.map((d) => d.proxy).join(' | ') + ' |');
@@ -257,12 +261,12 @@ async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { proxy: { type: 'string' }, out: { type: 'string' }, focus: { type: 'string' }, skip: { type: 'string' }, procs: { type: 'string' }, conformance: { type: 'boolean' }, command: { type: 'string' } },
+    options: { proxy: { type: 'string' }, nodes: { type: 'string' }, out: { type: 'string' }, focus: { type: 'string' }, skip: { type: 'string' }, procs: { type: 'string' }, conformance: { type: 'boolean' }, command: { type: 'string' } },
   });
   if (cmd === 'run') {
     const proxy = (values.proxy ?? 'switchyard') as Proxy;
     if (!PROXIES.includes(proxy)) throw new Error(`--proxy: one of ${PROXIES.join(', ')}`);
-    const r = await runSuite({ proxy, outDir: values.out ?? 'conformance-out', focus: values.conformance ? CONFORMANCE_FOCUS : values.focus, skip: values.skip, procs: values.procs ? Number(values.procs) : undefined });
+    const r = await runSuite({ proxy, outDir: values.out ?? 'conformance-out', focus: values.conformance ? CONFORMANCE_FOCUS : values.focus, skip: values.skip, procs: values.procs ? Number(values.procs) : undefined, nodes: values.nodes ? Number(values.nodes) : undefined });
     writeFileSync(join(values.out ?? 'conformance-out', `${proxy}.meta.json`), JSON.stringify({ wallMs: r.wallMs, setupMs: r.setupMs, exitCode: r.exitCode }));
     return 0;
   }

@@ -72,6 +72,17 @@ describe('socket LB in the lab', () => {
     assert.deepEqual(r.replyFrom, [`${VIP}:53`]);
   });
 
+  test('one unconnected UDP socket sends every datagram to one backend', async () => {
+    for (const vip of [VIP]) {
+      for (const client of ['client-n1', 'client-n2', 'client-n1', 'client-n2']) {
+        const r = await lab.client(client, ['udp-one-socket', vip, 53, 30]);
+        assert.deepEqual(r.errors, {}, `${client} → ${vip}`);
+        assert.equal(Object.keys(r.counts).length, 1, `${client} → ${vip}: one socket reached ${JSON.stringify(r.counts)}`);
+        assert.equal(Object.values(r.counts as Record<string, number>)[0], 30);
+      }
+    }
+  });
+
   test('IPv6 ClusterIP works, and getpeername shows the IPv6 VIP', async () => {
     const r = await lab.client('client-n2', ['tcp', 'fd10:96::10', 80, 60]);
     assert.deepEqual(r.errors, {});
