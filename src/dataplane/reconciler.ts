@@ -319,6 +319,20 @@ export class Reconciler {
     throw new Error(`no free service id: all ${max - 1} are in use (raise --max-services)`);
   }
 
+  /**
+   * Affinity entries of a sticky frontend that name a backend no longer in its
+   * set go (one pass over the map): the backend's id may live on through another
+   * frontend of the same Service port (an eTP=Local NodePort keeping a local
+   * terminating endpoint, say), and the socket hook checks only that the id exists.
+   */
+  private dropStaleAffinity(shrunk: Map<number, Set<number>>): void {
+    if (shrunk.size === 0) return;
+    for (const { key, value } of this.dp.affinity.dumpRaw()) {
+      const keep = shrunk.get(affinityKeyCodec.decode(key).svcId);
+      if (keep && !keep.has(affinityValCodec.decode(value).backendId)) this.dp.affinity.deleteRaw(key);
+    }
+  }
+
   /** Releases service ids; affinity entries that name one of them are deleted first (one pass over the map). */
   private freeSvcIds(ids: { svcId: number; affinity: boolean }[]): void {
     const sticky = new Set(ids.filter((i) => i.affinity).map((i) => i.svcId));
@@ -518,6 +532,8 @@ export class Reconciler {
       for (const p of todo) if (!p.failed) written.services++;
     }
     const freed: { svcId: number; affinity: boolean }[] = [];
+    // Sticky frontends whose set lost a backend: svc id → the ids it holds now.
+    const shrunk = new Map<number, Set<number>>();
     for (const p of pending) {
       if (p.failed) {
         if (p.isNew) {
@@ -530,6 +546,7 @@ export class Reconciler {
         continue;
       }
       const refIds = [...new Set(p.c.ids)];
+      if (p.prev?.affinity && p.prev.refIds.some((id) => !refIds.includes(id))) shrunk.set(p.svcId, new Set(refIds));
       for (const id of refIds) this.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       this.frontends.set(p.c.feKey, {
@@ -572,6 +589,7 @@ export class Reconciler {
       }
     }
     this.freeSvcIds(freed);
+    this.dropStaleAffinity(shrunk);
 
     // 6. Backends nobody references.
     for (const id of this.unrefCandidates) {

@@ -159,6 +159,23 @@ describe('reconciler on real maps', () => {
     assert.equal(Object.keys(liveSlots(dp, '10.96.0.11')).length, 4);
   });
 
+  test('an affinity entry naming a backend that left its frontend goes, though the id lives on in another frontend', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    const a = be('10.244.1.10');
+    const b = be('10.244.2.10');
+    const np = (backends: Backend[]) => fe('s', '10.0.0.11', backends, { type: 'NodePort', port: 30080, scope: 'external', affinityTimeoutSec: 60 });
+    rec.apply([fe('s', '10.96.0.30', [a, b], { affinityTimeoutSec: 60 }), np([a])]);
+    const svcId = dp.svc4.entries().find(([k]) => k.addr === '10.96.0.30')![1].svcId;
+    const idOf = (addr: string) => dp.backends.entries().find(([, v]) => v.addr === addr)![0];
+    dp.affinity.update({ client: 7n, svcId }, { lastUsedNs: 1n, backendId: idOf('10.244.1.10') });
+    dp.affinity.update({ client: 8n, svcId }, { lastUsedNs: 1n, backendId: idOf('10.244.2.10') });
+    // a turns terminating: the ClusterIP frontend drops it, the NodePort (eTP=Local on its node) keeps it.
+    rec.apply([fe('s', '10.96.0.30', [b], { affinityTimeoutSec: 60 }), np([{ ...a, terminating: true, ready: false }])]);
+    assert.ok(dp.backends.entries().some(([, v]) => v.addr === '10.244.1.10'), 'the backend entry lives on');
+    assert.deepEqual(dp.affinity.entries().map(([k]) => k.client), [8n]);
+  });
+
   test('a freed service id is reused only after its affinity entries are gone', () => {
     const dp = load();
     const rec = new Reconciler(dp);
