@@ -61,14 +61,18 @@ export class NorthSouth {
     return this.attached.length > 0;
   }
 
-  prepare(frontends: readonly Frontend[]): void {
-    this.ext.prepare(frontends);
+  /** Returns the frontends to hand to the reconciler (see ExternalProgrammer.prepare: fail closed). */
+  prepare(frontends: readonly Frontend[]): readonly Frontend[] {
+    return this.ext.prepare(frontends);
   }
 
   finish(): ExternalSyncResult {
     const r = this.ext.finish();
     this.lastExternalSync = r;
     for (const e of r.errors) this.o.logger.error({ reason: e }, 'external entry not programmed');
+    for (const f of r.closed) {
+      this.o.logger.error({ frontend: f }, 'external frontend not served: its traffic policy or source ranges could not be programmed (fail closed; retried on the next sync)');
+    }
     return r;
   }
 
