@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, service } from '../../src/lab/objects.js';
+import { endpointSlice, service, type EndpointOpts } from '../../src/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
@@ -29,7 +29,7 @@ describe('north-south traffic through tc in the lab', () => {
   const lab = new Lab(defaultSpec(`${TEST_LAB_PREFIX}ns`));
   let base: object[] = [];
 
-  function objects(o: { growPods?: string[]; lbRanges?: string[] } = {}): object[] {
+  function objects(o: { growPods?: string[]; lbRanges?: string[]; rollPods?: (string | [string, EndpointOpts])[] } = {}): object[] {
     return [
       ...lab.nodeObjects(),
       // NodePort, Cluster policy, TCP + UDP, backends on both nodes.
@@ -69,6 +69,9 @@ describe('north-south traffic through tc in the lab', () => {
       // A Service that gains a backend while a connection is open.
       service('grow', { type: 'NodePort', clusterIPs: ['10.96.1.16'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30085 }] }),
       endpointSlice(lab, 'grow', o.growPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
+      // A Service whose endpoints go through a rolling update while connections are open.
+      service('roll', { type: 'NodePort', clusterIPs: ['10.96.1.18'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30086 }] }),
+      endpointSlice(lab, 'roll', o.rollPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
     ];
   }
 
@@ -243,6 +246,40 @@ describe('north-south traffic through tc in the lab', () => {
     assert.equal(new Set(h.lines).size, 1, `to one backend: ${JSON.stringify([...new Set(h.lines)])}`);
     const r = await lab.external(['tcp', N1, 30085, 60]);
     assert.deepEqual(Object.keys(r.counts).sort(), web, 'new flows reach the added backend');
+    await apply(base);
+  });
+
+  test('rolling update: an open connection keeps its endpoint while it terminates and after it leaves the slice; new ones go to the rest', async () => {
+    const HOLD_MS = 9000;
+    const t0 = Date.now();
+    const held = lab.external(['hold', N1, 30086, HOLD_MS, 100]);
+    // Which endpoint did the connection get? Node 1's flow table says.
+    let pod: string | undefined;
+    for (let i = 0; i < 50 && !pod; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const flows = (await lab.agentGet('n1', '/v1/flows')).body.items as { fields: Record<string, string | number> }[];
+      const f = flows.find((x) => x.fields.dir === 0 && x.fields.daddr === N1 && x.fields.dport === 30086 && x.fields.saddr === EXT);
+      if (f) pod = ['web-0', 'web-1'].find((p) => lab.podIp(p) === f.fields.addr);
+    }
+    assert.ok(pod, 'the held connection has a flow on node 1');
+    const other = pod === 'web-0' ? 'web-1' : 'web-0';
+    // The endpoint terminates (still serving), then is gone from the slice.
+    await apply(objects({ rollPods: [[pod, { ready: false, serving: true, terminating: true }], other] }));
+    const during = await lab.external(['tcp', N1, 30086, 20]);
+    assert.deepEqual(during.errors, {});
+    assert.deepEqual(Object.keys(during.counts), [other], 'new connections avoid the terminating endpoint');
+    await new Promise((r) => setTimeout(r, 1000));
+    await apply(objects({ rollPods: [other] }));
+    const removedAt = Date.now() - t0;
+    const after1 = await lab.external(['tcp', N1, 30086, 20]);
+    assert.deepEqual(after1.errors, {});
+    assert.deepEqual(Object.keys(after1.counts), [other], 'and the removed one');
+    const h = await held;
+    assert.ok(removedAt < HOLD_MS - 2000, `the removal (at ${removedAt} ms) came well before the connection ended`);
+    assert.deepEqual(h.errors, {}, 'no reset');
+    assert.equal(new Set(h.lines).size, 1, `one endpoint throughout: ${JSON.stringify([...new Set(h.lines)])}`);
+    assert.equal(h.lines[0], pod);
+    assert.ok(h.lines.length >= (HOLD_MS / 100) * 0.8, `kept exchanging bytes to the end: ${h.lines.length} replies`);
     await apply(base);
   });
 
