@@ -185,6 +185,30 @@ describe('north-south traffic through tc in the lab', () => {
     assert.ok(new Set(r.pairs.map((p: string[]) => p[0])).size >= 2, 'and different flows spread');
   });
 
+  test('a client port just used through one node opens a new connection through the other (a router moving the flow)', async () => {
+    // Client ports above the client's ephemeral range (32768-60999), so no earlier connection of the
+    // client holds them (a port in TIME_WAIT from a socket without SO_REUSEADDR refuses the bind).
+    for (const [a, b, base] of [[N1, N2, 61100], [N2, N1, 61200]] as const) {
+      const r = await lab.external(['tcp-pair', a, b, 30080, 20, base]);
+      assert.deepEqual(r.errors, {}, `through ${a}, then ${b}`);
+      assert.equal(r.pairs.length, 20);
+      for (const [x, y] of r.pairs as [string, string][]) assert.equal(y, x, 'both nodes chose the same backend');
+    }
+    // The same destination (the LoadBalancer IP) while the client's route moves from node 1 to node 2.
+    try {
+      for (let i = 0; i < 10; i++) {
+        lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N1]);
+        const x = await lab.external(['tcp-from', LB_IP, 80, 61300 + i]);
+        lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N2]);
+        const y = await lab.external(['tcp-from', LB_IP, 80, 61300 + i]);
+        assert.ok(x.pod && y.pod, `client port ${61300 + i}: ${JSON.stringify([x, y])}`);
+        assert.equal(y.pod, x.pod, 'both nodes chose the same backend');
+      }
+    } finally {
+      lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N1]);
+    }
+  });
+
   test('UDP NodePort round trip, replies from the NodePort', async () => {
     const r = await lab.external(['udp-unconnected', N2, 30053, 30]);
     assert.deepEqual(r.errors, {});
