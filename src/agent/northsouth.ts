@@ -26,6 +26,8 @@ export interface NorthSouthOptions {
   iptablesMode: 'auto' | IptablesMode;
   masqMark: number;
   masqPorts?: string;
+  /** The NodePort range, reserved for local port allocation in this namespace (ip_local_reserved_ports). */
+  nodePortRange?: string;
   /** Turn on forwarding and off ICMP redirects on the devices (see docs/north-south.md). */
   manageSysctls: boolean;
   healthChecks: HealthCheckServers;
@@ -130,6 +132,16 @@ export class NorthSouth {
       }
     };
     set('net/ipv4/ip_forward', '1');
+    // The node's own sockets must not get a NodePort as their local port: the peer's answers would
+    // look like new NodePort flows (the tc program also passes packets owned by a local socket).
+    if (this.o.nodePortRange) {
+      try {
+        const cur = readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8').trim();
+        set('net/ipv4/ip_local_reserved_ports', mergeReservedPorts(cur, this.o.nodePortRange));
+      } catch (e) {
+        this.o.logger.warn({ sysctl: 'net.ipv4.ip_local_reserved_ports', err: (e as Error).message }, 'could not read sysctl');
+      }
+    }
     set('net/ipv6/conf/all/forwarding', '1');
     set('net/ipv4/conf/all/send_redirects', '0');
     for (const d of devices) set(`net/ipv4/conf/${d}/send_redirects`, '0');
@@ -156,4 +168,21 @@ export class NorthSouth {
       counters,
     };
   }
+}
+
+/**
+ * ip_local_reserved_ports with `range` ("lo-hi") added, unless an entry
+ * already covers it. Entries are "p" or "lo-hi", comma-separated; the kernel
+ * writes them back sorted and merged, so the result is compared by coverage,
+ * not by text.
+ */
+export function mergeReservedPorts(current: string, range: string): string {
+  const [lo, hi] = range.split('-').map(Number);
+  const entries = current.split(',').map((e) => e.trim()).filter(Boolean);
+  const covered = entries.some((e) => {
+    const [a, b = a] = e.split('-').map(Number);
+    return a <= lo && hi <= b;
+  });
+  if (covered) return current;
+  return [...entries, range].join(',');
 }

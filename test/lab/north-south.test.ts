@@ -127,6 +127,8 @@ describe('north-south traffic through tc in the lab', () => {
     assert.deepEqual(st.devices, ['eth0'], 'device detected from the node address');
     assert.equal(st.attached.length, 2);
     assert.ok(st.attached.every((a: { mode: string }) => a.mode === 'tcx'), 'TCX links on this kernel');
+    // The node's own sockets never get a NodePort as their local port.
+    for (const n of ['n1', 'n2']) assert.match(lab.exec(n, ['sysctl', '-n', 'net.ipv4.ip_local_reserved_ports']), /(^|,)30000-32767(,|\s*$)/);
   });
 
   test('Cluster policy to a backend on the other node goes through the masquerade rule', async () => {
