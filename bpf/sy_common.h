@@ -251,6 +251,8 @@ enum sy_tc_counter {
 	SY_TC_DROP_FAMILY = 15,     /* backend of the other address family */
 	SY_TC_CT_FULL = 16,         /* flow state could not be stored (translated anyway) */
 	SY_TC_PASS_MALFORMED = 17,  /* header fields that make no sense (IHL < 5, TCP doff < 5) */
+	SY_TC_PASS_LOCAL_SOCKET = 18, /* no flow, but a node's own socket owns the tuple: passed */
+	SY_TC_CT_REV_REBUILT = 19,  /* an evicted reverse entry rebuilt from its forward entry */
 	SY_TC__MAX = 24,
 };
 

@@ -135,10 +135,14 @@ static __always_inline __u32 sy_l4_csum_off(const struct sy_pkt *p)
 	return p->l4_off + (p->proto == IPPROTO_TCP ? SY_TCP_CSUM_OFF : SY_UDP_CSUM_OFF);
 }
 
-/* IPv4 UDP may carry no checksum (0): it must stay 0, and a computed 0 becomes 0xffff. */
+/*
+ * UDP: a computed checksum of 0 must be sent as 0xffff (0 means "no checksum",
+ * which IPv6 does not allow at all), and an IPv4 datagram sent without one
+ * (0) keeps 0. BPF_F_MARK_MANGLED_0 does both, for either family.
+ */
 static __always_inline __u64 sy_l4_flags(const struct sy_pkt *p)
 {
-	return (p->family == 4 && p->proto == IPPROTO_UDP) ? BPF_F_MARK_MANGLED_0 : 0;
+	return p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 }
 
 /* ------------------------------------------------------------ parsing */
@@ -300,19 +304,85 @@ static __always_inline __u16 sy_tcp_state(__u16 flags, __u8 tcp_flags, int reply
 }
 
 /*
- * A remembered flow keeps its backend unless it timed out, a fresh SYN
- * reuses the ports of a closed connection, or the backend left its Service
- * (its id is gone from sy_backend): then the flow is balanced anew.
+ * A remembered flow keeps its backend unless it timed out, or a fresh SYN
+ * reuses the ports of a closed connection. Then:
+ *
+ * - an established TCP connection (a reply was seen) keeps the backend
+ *   address and port held in its entry, whether or not the backend is still
+ *   in its Service: a terminating or removed endpoint keeps the connections
+ *   it has, as conntrack does for kube-proxy, for as long as the pod answers;
+ * - any other flow (UDP, a TCP connection not yet answered) keeps its backend
+ *   only while the backend id still names the same address and port in
+ *   sy_backend: a removed backend's flows move to a current one, and a
+ *   reused id never sends a flow to somebody else's address.
  */
 static __always_inline int sy_ct_usable(__u16 flags, __u64 last_seen, __u32 backend_id,
-					const struct sy_pkt *p, __u64 now)
+					const __u32 *addr, __be16 port, const struct sy_pkt *p, __u64 now)
 {
+	struct sy_backend *be;
+
 	if (now - last_seen > sy_ct_lifetime_ns(flags, p->proto))
 		return 0;
 	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (SY_TCP_SYN | SY_TCP_ACK)) == SY_TCP_SYN &&
 	    ((flags & SY_CT_F_RST) || ((flags & SY_CT_F_FIN_FWD) && (flags & SY_CT_F_FIN_REV))))
 		return 0;
-	return bpf_map_lookup_elem(&sy_backend, &backend_id) != NULL;
+	if (p->proto == IPPROTO_TCP && (flags & SY_CT_F_REPLIED))
+		return 1;
+	be = bpf_map_lookup_elem(&sy_backend, &backend_id);
+	if (!be || be->port != port || be->family != p->family || be->addr[0] != addr[0])
+		return 0;
+	if (p->family == 6 && (be->addr[1] != addr[1] || be->addr[2] != addr[2] || be->addr[3] != addr[3]))
+		return 0;
+	return 1;
+}
+
+/*
+ * A packet with no usable flow for a frontend port that belongs to one of the
+ * node's own connections (the node dialled out from a port that is also a
+ * NodePort, and this is the peer's answer) is not ours: it goes to the
+ * node's socket untouched. TCP: any socket but a listener matching the full
+ * tuple (a SYN_SENT socket is already hashed); UDP: a connected socket.
+ * A pure TCP SYN always opens a new flow.
+ */
+static __always_inline int sy_local_socket(struct __sk_buff *skb, const struct sy_pkt *p)
+{
+	struct bpf_sock_tuple t = {};
+	__u32 len;
+	int own = 0;
+
+	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (SY_TCP_SYN | SY_TCP_ACK)) == SY_TCP_SYN)
+		return 0;
+	if (p->family == 4) {
+		t.ipv4.saddr = p->saddr[0];
+		t.ipv4.daddr = p->daddr[0];
+		t.ipv4.sport = p->sport;
+		t.ipv4.dport = p->dport;
+		len = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
+		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
+		t.ipv6.sport = p->sport;
+		t.ipv6.dport = p->dport;
+		len = sizeof(t.ipv6);
+	}
+	if (p->proto == IPPROTO_TCP) {
+		struct bpf_sock *sk = bpf_skc_lookup_tcp(skb, &t, len, BPF_F_CURRENT_NETNS, 0);
+
+		if (sk) {
+			own = sk->state != BPF_TCP_LISTEN;
+			bpf_sk_release(sk);
+		}
+	} else {
+		struct bpf_sock *sk = bpf_sk_lookup_udp(skb, &t, len, BPF_F_CURRENT_NETNS, 0);
+
+		if (sk) {
+			own = sk->state == BPF_TCP_ESTABLISHED; /* a connected UDP socket */
+			bpf_sk_release(sk);
+		}
+	}
+	if (own)
+		sy_tc_count(SY_TC_PASS_LOCAL_SOCKET);
+	return own;
 }
 
 /* A node-independent hash of the flow (client address and port, frontend port, protocol). */
@@ -464,7 +534,12 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 	__u64 l4f = sy_l4_flags(p);
 
 	ct = bpf_map_lookup_elem(&sy_ct4, &k);
-	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, p, now)) {
+	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, &ct->addr, ct->port, p, now)) {
+		struct sy_ct4_key rk = {
+			.saddr = ct->addr, .daddr = p->saddr[0], .sport = ct->port, .dport = p->sport,
+			.proto = p->proto, .dir = SY_CT_REV,
+		};
+
 		be_addr = ct->addr;
 		be_port = ct->port;
 		flags = ct->flags;
@@ -473,6 +548,16 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
+		/* The reverse entry was evicted (LRU): rebuild it, or the replies go out untranslated. */
+		if (!bpf_map_lookup_elem(&sy_ct4, &rk)) {
+			struct sy_ct4_val rv = {
+				.addr = p->daddr[0], .port = p->dport, .flags = flags, .svc_id = svc_id,
+				.backend_id = ct->backend_id, .last_seen_ns = now,
+			};
+
+			if (bpf_map_update_elem(&sy_ct4, &rk, &rv, BPF_NOEXIST) == 0)
+				sy_tc_count(SY_TC_CT_REV_REBUILT);
+		}
 	} else {
 		struct sy_svc4_key sk = { .addr = p->daddr[0], .port = p->dport, .proto = p->proto,
 					  .scope = SY_SCOPE_EXTERNAL };
@@ -485,7 +570,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		int why;
 
 		svc = bpf_map_lookup_elem(&sy_svc4, &sk);
-		if (!svc)
+		if (!svc || sy_local_socket(skb, p))
 			return TC_ACT_UNSPEC;
 		ext = bpf_map_lookup_elem(&sy_ext4, &sk);
 		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed4(&sk, p->saddr[0])) {
@@ -712,11 +797,14 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 	__u16 flags;
 	__u32 svc_id;
 	__u32 csum_off = sy_l4_csum_off(p);
+	__u64 l4f = sy_l4_flags(p);
 
 	__builtin_memcpy(k.saddr, p->saddr, 16);
 	__builtin_memcpy(k.daddr, p->daddr, 16);
 	ct = bpf_map_lookup_elem(&sy_ct6, &k);
-	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, p, now)) {
+	if (ct && sy_ct_usable(ct->flags, ct->last_seen_ns, ct->backend_id, ct->addr, ct->port, p, now)) {
+		struct sy_ct6_key rk = { .sport = ct->port, .dport = p->sport, .proto = p->proto, .dir = SY_CT_REV };
+
 		__builtin_memcpy(be_addr, ct->addr, 16);
 		be_port = ct->port;
 		flags = ct->flags;
@@ -725,6 +813,18 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
+		__builtin_memcpy(rk.saddr, be_addr, 16);
+		__builtin_memcpy(rk.daddr, p->saddr, 16);
+		if (!bpf_map_lookup_elem(&sy_ct6, &rk)) {
+			struct sy_ct6_val rv = {
+				.port = p->dport, .flags = flags, .svc_id = svc_id, .backend_id = ct->backend_id,
+				.last_seen_ns = now,
+			};
+
+			__builtin_memcpy(rv.addr, p->daddr, 16);
+			if (bpf_map_update_elem(&sy_ct6, &rk, &rv, BPF_NOEXIST) == 0)
+				sy_tc_count(SY_TC_CT_REV_REBUILT);
+		}
 	} else {
 		struct sy_svc6_key sk = { .port = p->dport, .proto = p->proto, .scope = SY_SCOPE_EXTERNAL };
 		struct sy_ct6_key rk = {};
@@ -737,7 +837,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 
 		__builtin_memcpy(sk.addr, p->daddr, 16);
 		svc = bpf_map_lookup_elem(&sy_svc6, &sk);
-		if (!svc)
+		if (!svc || sy_local_socket(skb, p))
 			return TC_ACT_UNSPEC;
 		ext = bpf_map_lookup_elem(&sy_ext6, &sk);
 		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed6(&sk, p->saddr)) {
@@ -779,8 +879,8 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		svc_id = svc->svc_id;
 	}
 
-	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, csum_off, 0, p->daddr, be_addr) < 0 ||
-	    sy_store_port(skb, p->l4_off + 2, csum_off, 0, p->dport, be_port) < 0)
+	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, csum_off, l4f, p->daddr, be_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off + 2, csum_off, l4f, p->dport, be_port) < 0)
 		return TC_ACT_SHOT;
 	if (flags & SY_CT_F_MASQ)
 		skb->mark |= sy_cfg_masq_mark;
@@ -795,6 +895,7 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 	struct sy_ct6_key fk = {};
 	struct sy_ct6_val *rv, *fv;
 	__u32 csum_off = sy_l4_csum_off(p);
+	__u64 l4f = sy_l4_flags(p);
 	__u64 now = bpf_ktime_get_ns();
 	__u32 fe_addr[4];
 	__be16 fe_port;
@@ -822,8 +923,8 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 		fv->flags = flags;
 		fv->last_seen_ns = now;
 	}
-	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_SADDR_OFF, csum_off, 0, p->saddr, fe_addr) < 0 ||
-	    sy_store_port(skb, p->l4_off, csum_off, 0, p->sport, fe_port) < 0)
+	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_SADDR_OFF, csum_off, l4f, p->saddr, fe_addr) < 0 ||
+	    sy_store_port(skb, p->l4_off, csum_off, l4f, p->sport, fe_port) < 0)
 		return TC_ACT_SHOT;
 	sy_tc_count(SY_TC_XLATE_REV);
 	return TC_ACT_OK;

@@ -359,15 +359,16 @@ export class Agent {
       }
       for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
-      this.d.northSouth?.prepare(desired.frontends);
-      const res = this.d.reconciler.apply(desired.frontends);
+      const served = this.d.northSouth?.prepare(desired.frontends) ?? desired.frontends;
+      const res = this.d.reconciler.apply(served);
       this.synced = true;
       this.scheduleNames();
-      this.d.northSouth?.finish();
+      const ext = this.d.northSouth?.finish();
       for (const e of res.errors) {
         logger.error({ frontend: e.frontend, servicePort: e.servicePort, reason: e.reason }, 'entry not programmed');
       }
-      metrics.syncErrors.inc(res.errors.length);
+      metrics.syncErrors.inc(res.errors.length + (ext?.errors.length ?? 0));
+      metrics.externalClosed.set(ext?.closed.length ?? 0);
       if (!this.ready) {
         this.attached = this.d.datapath.attach();
         logger.info({ links: this.attached.map((l) => `${l.program}:${l.how}`) }, 'socket hooks attached');

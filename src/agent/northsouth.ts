@@ -26,6 +26,8 @@ export interface NorthSouthOptions {
   iptablesMode: 'auto' | IptablesMode;
   masqMark: number;
   masqPorts?: string;
+  /** The NodePort range, reserved for local port allocation in this namespace (ip_local_reserved_ports). */
+  nodePortRange?: string;
   /** Turn on forwarding and off ICMP redirects on the devices (see docs/north-south.md). */
   manageSysctls: boolean;
   healthChecks: HealthCheckServers;
@@ -61,14 +63,18 @@ export class NorthSouth {
     return this.attached.length > 0;
   }
 
-  prepare(frontends: readonly Frontend[]): void {
-    this.ext.prepare(frontends);
+  /** Returns the frontends to hand to the reconciler (see ExternalProgrammer.prepare: fail closed). */
+  prepare(frontends: readonly Frontend[]): readonly Frontend[] {
+    return this.ext.prepare(frontends);
   }
 
   finish(): ExternalSyncResult {
     const r = this.ext.finish();
     this.lastExternalSync = r;
     for (const e of r.errors) this.o.logger.error({ reason: e }, 'external entry not programmed');
+    for (const f of r.closed) {
+      this.o.logger.error({ frontend: f }, 'external frontend not served: its traffic policy or source ranges could not be programmed (fail closed; retried on the next sync)');
+    }
     return r;
   }
 
@@ -126,6 +132,16 @@ export class NorthSouth {
       }
     };
     set('net/ipv4/ip_forward', '1');
+    // The node's own sockets must not get a NodePort as their local port: the peer's answers would
+    // look like new NodePort flows (the tc program also passes packets owned by a local socket).
+    if (this.o.nodePortRange) {
+      try {
+        const cur = readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8').trim();
+        set('net/ipv4/ip_local_reserved_ports', mergeReservedPorts(cur, this.o.nodePortRange));
+      } catch (e) {
+        this.o.logger.warn({ sysctl: 'net.ipv4.ip_local_reserved_ports', err: (e as Error).message }, 'could not read sysctl');
+      }
+    }
     set('net/ipv6/conf/all/forwarding', '1');
     set('net/ipv4/conf/all/send_redirects', '0');
     for (const d of devices) set(`net/ipv4/conf/${d}/send_redirects`, '0');
@@ -152,4 +168,21 @@ export class NorthSouth {
       counters,
     };
   }
+}
+
+/**
+ * ip_local_reserved_ports with `range` ("lo-hi") added, unless an entry
+ * already covers it. Entries are "p" or "lo-hi", comma-separated; the kernel
+ * writes them back sorted and merged, so the result is compared by coverage,
+ * not by text.
+ */
+export function mergeReservedPorts(current: string, range: string): string {
+  const [lo, hi] = range.split('-').map(Number);
+  const entries = current.split(',').map((e) => e.trim()).filter(Boolean);
+  const covered = entries.some((e) => {
+    const [a, b = a] = e.split('-').map(Number);
+    return a <= lo && hi <= b;
+  });
+  if (covered) return current;
+  return [...entries, range].join(',');
 }

@@ -263,6 +263,7 @@ export const statusResponse = {
             written: { type: 'object', properties: { flags: int, ranges: int } },
             deleted: { type: 'object', properties: { flags: int, ranges: int } },
             errors: { type: 'array', items: str },
+            closed: { type: 'array', items: str, description: 'external frontends not served because their entries could not be written (fail closed)' },
           },
         },
         counters: { type: 'object', description: 'sy_tc_stats by event, summed over CPUs', additionalProperties: str },

@@ -72,6 +72,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --tc-attach MODE        auto | tcx | clsact                                      [auto: TCX where the kernel has it]
   --masquerade-bit B      skb->mark bit asking for masquerade (a single bit)       [0x1000]
   --masquerade-ports R    source ports of masqueraded flows (above the NodePort range) [32768-65535]
+  --node-port-range R     the cluster's NodePort range, reserved for the node's own local ports [30000-32767]
   --iptables-mode M       auto | nft | legacy                                      [auto: whichever the host uses]
   --skip-sysctls          leave ip_forward / send_redirects alone
   --ct-entries N          flow entries of the tc path per family (two per flow)    [${DEFAULTS.ctEntries}]
@@ -111,6 +112,7 @@ const agentOptions = {
   'tc-attach': { type: 'string' },
   'masquerade-bit': { type: 'string' },
   'masquerade-ports': { type: 'string' },
+  'node-port-range': { type: 'string' },
   'iptables-mode': { type: 'string' },
   'skip-sysctls': { type: 'boolean' },
   'ct-entries': { type: 'string' },
@@ -187,6 +189,11 @@ async function runAgent(o: Opts): Promise<number> {
   }
   const masqPorts = o['masquerade-ports'] ?? DEFAULT_MASQ_PORTS;
   if (!/^\d+-\d+$/.test(masqPorts)) throw new Error('--masquerade-ports must be a range such as 32768-65535');
+  const nodePortRange = o['node-port-range'] ?? '30000-32767';
+  const npr = /^(\d+)-(\d+)$/.exec(nodePortRange);
+  if (!npr || Number(npr[1]) < 1 || Number(npr[1]) > Number(npr[2]) || Number(npr[2]) > 65535) {
+    throw new Error(`--node-port-range must be a port range such as 30000-32767, got ${JSON.stringify(nodePortRange)}`);
+  }
 
   const sizes = {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
@@ -227,7 +234,7 @@ async function runAgent(o: Opts): Promise<number> {
     return h !== undefined && h.ready && h.healthy;
   }, logger);
   const northSouth = tc
-    ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
+    ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, nodePortRange, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
     : undefined;
   const agent = new Agent({
     nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],

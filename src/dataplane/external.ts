@@ -13,6 +13,13 @@
  *
  *   prepare(frontends)  add prefixes, write new/changed flags    (before the reconciler)
  *   finish()            delete flags and prefixes nobody wants   (after it)
+ *
+ * Fail closed: a frontend whose entries could not all be written (a map
+ * full, …) would be served with the wrong policy — without its source
+ * ranges, everybody would pass. prepare() returns the frontends minus those,
+ * so the reconciler does not serve them (or stops serving them) on the tc
+ * path; they are listed in the result's `closed` and retried on the next
+ * sync. Other frontends are not affected.
  */
 import type { Frontend } from '../model/types.js';
 import type { BpfMap } from '../bpf/map.js';
@@ -23,12 +30,21 @@ export interface ExternalSyncResult {
   written: { flags: number; ranges: number };
   deleted: { flags: number; ranges: number };
   errors: string[];
+  /** External frontends left out of the reconciler's input because their entries could not be written. */
+  closed: string[];
 }
 
 interface Entry {
   family: 4 | 6;
   key: Buffer;
   value: Buffer;
+  /** The frontend it belongs to. */
+  fe?: Frontend;
+}
+
+function frontendName(fe: Frontend): string {
+  const sp = fe.servicePort;
+  return `${sp.namespace}/${sp.name}:${sp.port} ${fe.addr}:${fe.port}/${fe.protocol}`;
 }
 
 export class ExternalProgrammer {
@@ -68,7 +84,7 @@ export class ExternalProgrammer {
         fe.family === 4
           ? svc4KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope: SCOPE_EXTERNAL })
           : svc6KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope: SCOPE_EXTERNAL });
-      flags.set(`${fe.family}:${key.toString('hex')}`, { family: fe.family, key, value: extValCodec.encode({ flags: f }) });
+      flags.set(`${fe.family}:${key.toString('hex')}`, { family: fe.family, key, value: extValCodec.encode({ flags: f }), fe });
       for (const cidr of srcs) {
         const [src, lenS] = cidr.split('/');
         const len = Number(lenS);
@@ -76,25 +92,29 @@ export class ExternalProgrammer {
           fe.family === 4
             ? srcRange4KeyCodec.encode({ prefixlen: 64 + len, feAddr: fe.addr, fePort: fe.port, proto, src })
             : srcRange6KeyCodec.encode({ prefixlen: 160 + len, feAddr: fe.addr, fePort: fe.port, proto, src });
-        ranges.set(`${fe.family}:${rk.toString('hex')}`, { family: fe.family, key: rk, value: one });
+        ranges.set(`${fe.family}:${rk.toString('hex')}`, { family: fe.family, key: rk, value: one, fe });
       }
     }
     return { flags, ranges };
   }
 
-  /** Writes what is new; call before the reconciler applies the same frontends. */
-  prepare(frontends: readonly Frontend[]): void {
+  /**
+   * Writes what is new; call before the reconciler applies the same frontends,
+   * and give the reconciler the frontends this returns: all of them but the
+   * external ones whose entries are not all in place (fail closed).
+   */
+  prepare(frontends: readonly Frontend[]): readonly Frontend[] {
     if (!this.adopted) this.adopt();
     this.result = emptyResult();
     const want = this.desired(frontends);
     this.pending = want;
+    const failed = new Set<Frontend>();
     for (const [k, e] of want.ranges) {
       if (this.ranges.has(k)) continue;
-      // A prefix that cannot be written fails closed: its sources are dropped (and the error reported).
       if (this.write(e.family === 4 ? this.tc.srcRange4 : this.tc.srcRange6, e, `source range ${k}`)) {
         this.ranges.set(k, e);
         this.result.written.ranges++;
-      }
+      } else if (e.fe) failed.add(e.fe);
     }
     for (const [k, e] of want.flags) {
       const cur = this.flags.get(k);
@@ -102,8 +122,14 @@ export class ExternalProgrammer {
       if (this.write(e.family === 4 ? this.tc.ext4 : this.tc.ext6, e, `external flags ${k}`)) {
         this.flags.set(k, e);
         this.result.written.flags++;
-      }
+      } else if (e.fe) failed.add(e.fe);
     }
+    if (failed.size === 0) return frontends;
+    // Range keys hold the frontend (address, port, protocol): a failed entry belongs to one frontend.
+    const closed = frontends.filter((fe) => failed.has(fe));
+    const shut = new Set(closed);
+    this.result.closed = closed.map(frontendName);
+    return frontends.filter((fe) => !shut.has(fe));
   }
 
   /** Deletes what is no longer wanted; call after the reconciler. */
@@ -127,7 +153,7 @@ export class ExternalProgrammer {
 
   /** prepare + finish, for callers without a reconciler pass in between. */
   apply(frontends: readonly Frontend[]): ExternalSyncResult {
-    this.prepare(frontends);
+    void this.prepare(frontends);
     return this.finish();
   }
 
@@ -143,5 +169,5 @@ export class ExternalProgrammer {
 }
 
 function emptyResult(): ExternalSyncResult {
-  return { written: { flags: 0, ranges: 0 }, deleted: { flags: 0, ranges: 0 }, errors: [] };
+  return { written: { flags: 0, ranges: 0 }, deleted: { flags: 0, ranges: 0 }, errors: [], closed: [] };
 }

@@ -46,7 +46,7 @@ function httpOnce(h: string, p: number, path: string, timeoutMs = 3000): Promise
   });
 }
 
-function tcpOnce(timeoutMs = 3000, to: { host: string; port: number } = { host, port }): Promise<{ pod: string; peer: string; saw: string }> {
+function tcpOnce(timeoutMs = 3000, to: { host: string; port: number; localPort?: number } = { host, port }): Promise<{ pod: string; peer: string; saw: string }> {
   return new Promise((resolve, reject) => {
     const c = net.connect(to);
     let buf = '';
@@ -254,6 +254,35 @@ async function main(): Promise<unknown> {
         }
       }
       return { pairs, errors };
+    }
+    case 'tcp-pair': {
+      // tcp-pair <hostA> <hostB> <port> <count> <basePort>: one connection from each client port
+      // through A, closed, then a new one from the same port through B (a router moving the flow).
+      const hostA = host;
+      const hostB = portS;
+      const dport = Number(a3);
+      const pairs: [string, string][] = [];
+      const errors: Record<string, number> = {};
+      for (let i = 0; i < Number(a4); i++) {
+        const localPort = Number(a5) + i;
+        let first = '';
+        try {
+          first = (await tcpOnce(3000, { host: hostA, port: dport, localPort })).pod;
+          pairs.push([first, (await tcpOnce(3000, { host: hostB, port: dport, localPort })).pod]);
+        } catch (e) {
+          bump(errors, `${first ? 'second' : 'first'}:${code(e)}`);
+        }
+      }
+      return { pairs, errors };
+    }
+    case 'tcp-from': {
+      // tcp-from <host> <port> <localPort>: one connection from a fixed client port.
+      try {
+        const r = await tcpOnce(3000, { host, port, localPort: Number(a3) });
+        return { pod: r.pod, saw: r.saw };
+      } catch (e) {
+        return { code: code(e) };
+      }
     }
     case 'tcp-saw': {
       try {

@@ -89,8 +89,8 @@ export class TcHarness {
   }
 
   apply(frontends: Frontend[]): void {
-    this.ext.prepare(frontends);
-    const r = this.rec.apply(frontends);
+    const served = this.ext.prepare(frontends);
+    const r = this.rec.apply(served);
     if (r.errors.length) throw new Error(`reconciler: ${JSON.stringify(r.errors)}`);
     const e = this.ext.finish();
     if (e.errors.length) throw new Error(`external: ${e.errors.join('; ')}`);

@@ -8,6 +8,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TcHarness, TC_ACT_OK, TC_ACT_SHOT, TC_ACT_UNSPEC, backend, external, requireBpf } from './harness.js';
 import { ICMP, ICMP6, TCP, TH_ACK, TH_FIN, TH_PSH, TH_RST, TH_SYN, UDP, eth, icmpError, ip, l4, packet } from './packets.js';
+import { createServer, connect, type Socket } from 'node:net';
+import { createSocket } from 'node:dgram';
+import { once } from 'node:events';
 import type { Frontend } from '../../src/model/types.js';
 import { DEFAULT_MASQ_MARK } from '../../src/dataplane/tc.js';
 
@@ -294,8 +297,8 @@ describe('tc programs on crafted packets', () => {
     assert.equal(delta(c0, 'drop_no_backend'), 1);
   });
 
-  test('an established flow keeps its backend when a backend is added; a removed backend loses its flows', () => {
-    // Find a flow that went to B_REMOTE.
+  test('an established flow keeps its backend when a backend is added, and when its backend terminates or is removed', () => {
+    // Find a flow that went to B_REMOTE, and answer it: an established connection.
     let sport = 42000;
     let first;
     for (;; sport++) {
@@ -303,6 +306,9 @@ describe('tc programs on crafted packets', () => {
       if (first.pkt.dst === B_REMOTE) break;
     }
     h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    // A second flow to B_REMOTE that never got an answer (a SYN the backend did not see yet).
+    let unanswered = sport + 1;
+    while (h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: unanswered, dport: 30080, flags: TH_SYN })).pkt.dst !== B_REMOTE) unanswered++;
     const withWeb = (bes: ReturnType<typeof webBackends>) =>
       frontends().map((f) => (f.port === 30080 && f.family === 4 ? external(f.addr, 30080, bes, { name: 'web' }) : f));
     h.apply(withWeb([...webBackends(), backend(B_REMOTE2, 8080, false)]));
@@ -314,10 +320,113 @@ describe('tc programs on crafted packets', () => {
     const seen = new Set<string>();
     for (let p = 43000; p < 43200; p++) seen.add(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: p, dport: 30080, flags: TH_SYN })).pkt.dst);
     assert.deepEqual([...seen].sort(), [B_LOCAL, B_REMOTE, B_REMOTE2].sort());
-    // Remove B_REMOTE: its flow moves on (the next packet goes elsewhere, the backend would answer RST).
+    // B_REMOTE terminates (another endpoint is ready, so the model leaves it out of the set), then
+    // leaves the slice: both look the same to the maps, its id is gone from sy_backend.
     h.apply(withWeb([backend(B_LOCAL, 8080, true), backend(B_REMOTE2, 8080, false)]));
-    const moved = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK }));
+    for (let i = 0; i < 3; i++) {
+      const kept = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK | TH_PSH }));
+      assert.equal(kept.verdict, TC_ACT_OK);
+      assert.equal(kept.pkt.dst, B_REMOTE, 'the established connection keeps its backend');
+      assert.deepEqual(kept.pkt.csumErrors, []);
+      const reply = h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_ACK | TH_PSH }));
+      assert.equal(reply.pkt.src, N1, 'and its replies are still translated');
+      assert.equal(reply.pkt.sport, 30080);
+    }
+    // A connection the removed backend never answered is balanced anew (its SYN is retransmitted).
+    const moved = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: unanswered, dport: 30080, flags: TH_SYN }));
     assert.notEqual(moved.pkt.dst, B_REMOTE);
+    // New flows choose only among the current set.
+    for (let p = 43300; p < 43500; p++) {
+      assert.notEqual(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: p, dport: 30080, flags: TH_SYN })).pkt.dst, B_REMOTE, `client port ${p}`);
+    }
+    // A close after the removal still finishes the flow: FIN both ways, then a fresh SYN is balanced anew.
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_FIN | TH_ACK }));
+    h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_FIN | TH_ACK }));
+    assert.notEqual(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN })).pkt.dst, B_REMOTE);
+    h.apply(frontends());
+  });
+
+  test('UDP flows to a removed backend move to a current one; a flow whose backend id names another address moves too', () => {
+    const bes = [backend(B_LOCAL, 5353, true, 'UDP'), backend(B_REMOTE, 5353, false, 'UDP'), backend(B_REMOTE2, 5353, false, 'UDP')];
+    const withDns = (b: typeof bes) => [...frontends(), external(N2, 30053, b, { protocol: 'UDP', name: 'dns2' })];
+    h.apply(withDns(bes));
+    let sport = 47000;
+    while (h.run('ingress', packet(4, CLIENT, N2, { proto: 'udp', sport, dport: 30053 })).pkt.dst !== B_REMOTE) sport++;
+    h.run('egress', packet(4, B_REMOTE, CLIENT, { proto: 'udp', sport: 5353, dport: sport }));
+    assert.equal(h.run('ingress', packet(4, CLIENT, N2, { proto: 'udp', sport, dport: 30053 })).pkt.dst, B_REMOTE, 'kept while present');
+    h.apply(withDns([bes[0], bes[2]]));
+    const next = h.run('ingress', packet(4, CLIENT, N2, { proto: 'udp', sport, dport: 30053 }));
+    assert.equal(next.verdict, TC_ACT_OK);
+    assert.notEqual(next.pkt.dst, B_REMOTE, 'the datagram goes to a current backend');
+    assert.deepEqual(next.pkt.csumErrors, []);
+    // The flow now names a live backend id; that id is given to another address (an agent restarted
+    // after the backend with the highest id was removed reuses ids): the flow must not keep the old address.
+    const key = { saddr: CLIENT, daddr: N2, sport, dport: 30053, proto: UDP, dir: 0 };
+    const flow = h.tc.ct4.lookup(key)!;
+    const was = flow.addr;
+    const other = was === B_LOCAL ? '10.244.1.99' : '10.244.2.99';
+    const cur = h.sock.backends.lookup(flow.backendId)!;
+    h.sock.backends.update(flow.backendId, { ...cur, addr: other });
+    try {
+      const after = h.run('ingress', packet(4, CLIENT, N2, { proto: 'udp', sport, dport: 30053 }));
+      assert.notEqual(after.pkt.dst, was, 'not sent to the address the reused id no longer names');
+      assert.deepEqual(after.pkt.csumErrors, []);
+    } finally {
+      h.sock.backends.update(flow.backendId, cur);
+    }
+    h.apply(frontends());
+  });
+
+  test('a forward packet rebuilds an evicted reverse entry, so the replies are translated again', () => {
+    const sport = 48000;
+    const a = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    const be = a.pkt.dst;
+    h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    const rk = { saddr: be, daddr: CLIENT, sport: 8080, dport: sport, proto: TCP, dir: 1 };
+    assert.ok(h.tc.ct4.lookup(rk));
+    h.tc.ct4.delete(rk); // what LRU eviction does
+    const lost = h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_ACK }));
+    assert.equal(lost.verdict, TC_ACT_UNSPEC, 'without it a reply would leave with the backend address');
+    const c0 = h.counters();
+    assert.equal(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK })).pkt.dst, be);
+    assert.equal(delta(c0, 'ct_rev_rebuilt'), 1);
+    const back = h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_ACK }));
+    assert.equal(back.verdict, TC_ACT_OK);
+    assert.equal(back.pkt.src, N1);
+    assert.equal(back.pkt.sport, 30080);
+    assert.deepEqual(back.pkt.csumErrors, []);
+    // The same for IPv6.
+    const s6 = 48001;
+    const b6 = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: s6, dport: 30080, flags: TH_SYN })).pkt.dst;
+    const rk6 = { saddr: b6, daddr: CLIENT6, sport: 8080, dport: s6, proto: TCP, dir: 1 };
+    h.tc.ct6.delete(rk6);
+    h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport: s6, dport: 30080, flags: TH_ACK }));
+    const back6 = h.run('egress', packet(6, b6, CLIENT6, { proto: 'tcp', sport: 8080, dport: s6, flags: TH_ACK }));
+    assert.equal(back6.pkt.src, N1v6);
+    assert.deepEqual(back6.pkt.csumErrors, []);
+  });
+
+  test('UDP over IPv6: a translated checksum that computes to 0 is sent as 0xffff, both ways', () => {
+    h.apply(frontends([external(N1v6, 30053, [backend(B6_REMOTE, 5353, false, 'UDP')], { protocol: 'UDP', name: 'dns6' })]));
+    // A payload word that makes the translated datagram's checksum come out as 0 (l4() writes it as 0xffff).
+    const zeroing = (src: string, dst: string, sport: number, dport: number) => {
+      for (let w = 0; w < 0x10000; w++) {
+        const payload = Buffer.from([0x68, 0x69, w >> 8, w & 0xff]);
+        if (l4(6, src, dst, { proto: 'udp', sport, dport, payload }).readUInt16BE(6) === 0xffff) return payload;
+      }
+      throw new Error('no payload found');
+    };
+    const sport = 49000;
+    const fwd = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'udp', sport, dport: 30053, payload: zeroing(CLIENT6, B6_REMOTE, sport, 5353) }));
+    assert.equal(fwd.verdict, TC_ACT_OK);
+    assert.equal(fwd.pkt.dst, B6_REMOTE);
+    assert.equal(fwd.pkt.l4csum, 0xffff, 'a zero UDP checksum is invalid over IPv6 (the receiver drops it)');
+    assert.deepEqual(fwd.pkt.csumErrors, []);
+    const rev = h.run('egress', packet(6, B6_REMOTE, CLIENT6, { proto: 'udp', sport: 5353, dport: sport, payload: zeroing(N1v6, CLIENT6, 30053, sport) }));
+    assert.equal(rev.verdict, TC_ACT_OK);
+    assert.equal(rev.pkt.src, N1v6);
+    assert.equal(rev.pkt.l4csum, 0xffff);
+    assert.deepEqual(rev.pkt.csumErrors, []);
     h.apply(frontends());
   });
 
@@ -387,3 +496,85 @@ describe('idle timeouts', () => {
     }
   });
 });
+
+describe('failures and the node\'s own traffic', () => {
+  test('loadBalancerSourceRanges that cannot be written fail closed for that frontend only, and are retried', () => {
+    requireBpf();
+    const h = new TcHarness(`/sys/fs/bpf/switchyard-tctest-r-${process.pid}`);
+    try {
+      const fes = [
+        external(LB, 80, [backend(B_LOCAL, 8080, true)], { type: 'LoadBalancer', sourceRanges: ['10.0.0.0/25'], name: 'lb' }),
+        external(N1, 30080, webBackends(), { name: 'web' }),
+      ];
+      const real = h.tc.ext4.updateRaw.bind(h.tc.ext4);
+      h.tc.ext4.updateRaw = () => {
+        throw new Error('map full (injected)');
+      };
+      const served = h.ext.prepare(fes);
+      assert.equal(h.rec.apply(served).errors.length, 0);
+      const r = h.ext.finish();
+      assert.match(r.errors.join('\n'), /map full \(injected\)/);
+      assert.deepEqual(r.closed, ['default/lb:p 10.0.100.10:80/TCP']);
+      const allowed = h.run('ingress', packet(4, CLIENT, LB, { proto: 'tcp', sport: 50000, dport: 80, flags: TH_SYN }));
+      const outside = h.run('ingress', packet(4, '10.0.0.200', LB, { proto: 'tcp', sport: 50001, dport: 80, flags: TH_SYN }));
+      assert.notEqual(outside.verdict, TC_ACT_OK, 'a source outside the ranges is not let through to the backend');
+      assert.notEqual(allowed.verdict, TC_ACT_OK, 'the whole frontend is closed, not half programmed');
+      const other = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 50002, dport: 30080, flags: TH_SYN }));
+      assert.equal(other.verdict, TC_ACT_OK, 'other Services are served');
+      // The next sync succeeds: the frontend is served with its ranges.
+      h.tc.ext4.updateRaw = real;
+      h.apply(fes);
+      assert.equal(h.run('ingress', packet(4, CLIENT, LB, { proto: 'tcp', sport: 50003, dport: 80, flags: TH_SYN })).verdict, TC_ACT_OK);
+      assert.equal(h.run('ingress', packet(4, '10.0.0.200', LB, { proto: 'tcp', sport: 50004, dport: 80, flags: TH_SYN })).verdict, TC_ACT_SHOT);
+    } finally {
+      h.close();
+    }
+  });
+
+  test('a reply to the node\'s own connection from a frontend port is not taken for a flow', async () => {
+    requireBpf();
+    const h = new TcHarness(`/sys/fs/bpf/switchyard-tctest-s-${process.pid}`);
+    const srv = createServer((c) => c.on('error', () => {}));
+    const udpNode = createSocket('udp4');
+    let node: Socket | undefined;
+    try {
+      // The node (this test's network namespace) dials out from 127.0.0.1:TCP_PORT, which is also a NodePort.
+      srv.listen(0, '127.0.0.1');
+      await once(srv, 'listening');
+      const peerPort = (srv.address() as { port: number }).port;
+      const TCP_PORT = 30777;
+      const UDP_PORT = 30778;
+      h.apply([
+        external('127.0.0.1', TCP_PORT, [backend(B_LOCAL, 8080, true)], { name: 'np' }),
+        external('127.0.0.1', UDP_PORT, [backend(B_LOCAL, 5353, true, 'UDP')], { protocol: 'UDP', name: 'np-udp' }),
+      ]);
+      node = connect({ host: '127.0.0.1', port: peerPort, localAddress: '127.0.0.1', localPort: TCP_PORT });
+      node.on('error', () => {});
+      await once(node, 'connect');
+      udpNode.bind(UDP_PORT, '127.0.0.1');
+      await once(udpNode, 'listening');
+      udpNode.connect(peerPort, '127.0.0.1');
+      await once(udpNode, 'connect');
+      const c0 = h.counters();
+      const reply = h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'tcp', sport: peerPort, dport: TCP_PORT, flags: TH_ACK | TH_PSH }));
+      assert.equal(reply.verdict, TC_ACT_UNSPEC, 'the peer\'s answer goes to the node\'s socket');
+      assert.equal(reply.pkt.dst, '127.0.0.1');
+      const udpReply = h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'udp', sport: peerPort, dport: UDP_PORT }));
+      assert.equal(udpReply.verdict, TC_ACT_UNSPEC, 'also for a connected UDP socket');
+      assert.equal(delta(h, c0, 'pass_local_socket'), 2);
+      assert.equal(delta(h, c0, 'new_flow'), 0);
+      // Another client port (no socket of the node): a mid-stream packet is still picked up, and a SYN always is.
+      assert.equal(h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'tcp', sport: peerPort + 1 === TCP_PORT ? peerPort + 2 : peerPort + 1, dport: TCP_PORT, flags: TH_ACK })).pkt.dst, B_LOCAL);
+      assert.equal(h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'tcp', sport: peerPort, dport: TCP_PORT, flags: TH_SYN })).pkt.dst, B_LOCAL);
+    } finally {
+      node?.destroy();
+      udpNode.close();
+      srv.close();
+      h.close();
+    }
+  });
+});
+
+function delta(h: TcHarness, before: Record<string, bigint>, name: string): number {
+  return Number(h.counters()[name] - before[name]);
+}

@@ -186,9 +186,17 @@ describe('inspection of a running lab: API, CLI, metrics, drift', () => {
     let drift: any;
     let id = 0;
     for (let attempt = 0; attempt < 3 && !drift; attempt++) {
-      // Read the id each time: a resync gives a backend deleted behind its back a fresh id.
-      const web2 = (await api(`/v1/backends?service=web&backend=${lab.podIp('web-2')}:8080`)).body.items;
-      assert.equal(web2.length, 1);
+      // Read the id each time: a resync gives a backend deleted behind its back a fresh id. After a
+      // failed attempt the entry is back only once a resync has repaired it (the resync that made
+      // the attempt fail may have run before the deletion): wait for it rather than read once.
+      let web2: any[] = [];
+      const back = Date.now() + (RESYNC_SEC + 8) * 1000;
+      for (;;) {
+        web2 = (await api(`/v1/backends?service=web&backend=${lab.podIp('web-2')}:8080`)).body.items;
+        if (web2.length === 1 || Date.now() > back) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(web2.length, 1, 'web-2 has its backend entry (repaired within one resync interval)');
       id = web2[0].id;
       const key = [id & 0xff, (id >> 8) & 0xff, (id >> 16) & 0xff, id >>> 24].map(String);
       const runs = (await api('/v1/status')).body.resync.runs;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, service } from '../../src/lab/objects.js';
+import { endpointSlice, service, type EndpointOpts } from '../../src/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
@@ -29,7 +29,7 @@ describe('north-south traffic through tc in the lab', () => {
   const lab = new Lab(defaultSpec(`${TEST_LAB_PREFIX}ns`));
   let base: object[] = [];
 
-  function objects(o: { growPods?: string[]; lbRanges?: string[] } = {}): object[] {
+  function objects(o: { growPods?: string[]; lbRanges?: string[]; rollPods?: (string | [string, EndpointOpts])[] } = {}): object[] {
     return [
       ...lab.nodeObjects(),
       // NodePort, Cluster policy, TCP + UDP, backends on both nodes.
@@ -69,6 +69,9 @@ describe('north-south traffic through tc in the lab', () => {
       // A Service that gains a backend while a connection is open.
       service('grow', { type: 'NodePort', clusterIPs: ['10.96.1.16'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30085 }] }),
       endpointSlice(lab, 'grow', o.growPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
+      // A Service whose endpoints go through a rolling update while connections are open.
+      service('roll', { type: 'NodePort', clusterIPs: ['10.96.1.18'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30086 }] }),
+      endpointSlice(lab, 'roll', o.rollPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
     ];
   }
 
@@ -124,6 +127,8 @@ describe('north-south traffic through tc in the lab', () => {
     assert.deepEqual(st.devices, ['eth0'], 'device detected from the node address');
     assert.equal(st.attached.length, 2);
     assert.ok(st.attached.every((a: { mode: string }) => a.mode === 'tcx'), 'TCX links on this kernel');
+    // The node's own sockets never get a NodePort as their local port.
+    for (const n of ['n1', 'n2']) assert.match(lab.exec(n, ['sysctl', '-n', 'net.ipv4.ip_local_reserved_ports']), /(^|,)30000-32767(,|\s*$)/);
   });
 
   test('Cluster policy to a backend on the other node goes through the masquerade rule', async () => {
@@ -180,6 +185,30 @@ describe('north-south traffic through tc in the lab', () => {
     assert.equal(r.pairs.length, 24);
     for (const [a, b] of r.pairs as [string, string][]) assert.equal(b, a, `one flow, two nodes: ${JSON.stringify(r.pairs)}`);
     assert.ok(new Set(r.pairs.map((p: string[]) => p[0])).size >= 2, 'and different flows spread');
+  });
+
+  test('a client port just used through one node opens a new connection through the other (a router moving the flow)', async () => {
+    // Client ports above the client's ephemeral range (32768-60999), so no earlier connection of the
+    // client holds them (a port in TIME_WAIT from a socket without SO_REUSEADDR refuses the bind).
+    for (const [a, b, base] of [[N1, N2, 61100], [N2, N1, 61200]] as const) {
+      const r = await lab.external(['tcp-pair', a, b, 30080, 20, base]);
+      assert.deepEqual(r.errors, {}, `through ${a}, then ${b}`);
+      assert.equal(r.pairs.length, 20);
+      for (const [x, y] of r.pairs as [string, string][]) assert.equal(y, x, 'both nodes chose the same backend');
+    }
+    // The same destination (the LoadBalancer IP) while the client's route moves from node 1 to node 2.
+    try {
+      for (let i = 0; i < 10; i++) {
+        lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N1]);
+        const x = await lab.external(['tcp-from', LB_IP, 80, 61300 + i]);
+        lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N2]);
+        const y = await lab.external(['tcp-from', LB_IP, 80, 61300 + i]);
+        assert.ok(x.pod && y.pod, `client port ${61300 + i}: ${JSON.stringify([x, y])}`);
+        assert.equal(y.pod, x.pod, 'both nodes chose the same backend');
+      }
+    } finally {
+      lab.exec('ext', ['ip', 'route', 'replace', `${LB_IP}/32`, 'via', N1]);
+    }
   });
 
   test('UDP NodePort round trip, replies from the NodePort', async () => {
@@ -243,6 +272,40 @@ describe('north-south traffic through tc in the lab', () => {
     assert.equal(new Set(h.lines).size, 1, `to one backend: ${JSON.stringify([...new Set(h.lines)])}`);
     const r = await lab.external(['tcp', N1, 30085, 60]);
     assert.deepEqual(Object.keys(r.counts).sort(), web, 'new flows reach the added backend');
+    await apply(base);
+  });
+
+  test('rolling update: an open connection keeps its endpoint while it terminates and after it leaves the slice; new ones go to the rest', async () => {
+    const HOLD_MS = 9000;
+    const t0 = Date.now();
+    const held = lab.external(['hold', N1, 30086, HOLD_MS, 100]);
+    // Which endpoint did the connection get? Node 1's flow table says.
+    let pod: string | undefined;
+    for (let i = 0; i < 50 && !pod; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const flows = (await lab.agentGet('n1', '/v1/flows')).body.items as { fields: Record<string, string | number> }[];
+      const f = flows.find((x) => x.fields.dir === 0 && x.fields.daddr === N1 && x.fields.dport === 30086 && x.fields.saddr === EXT);
+      if (f) pod = ['web-0', 'web-1'].find((p) => lab.podIp(p) === f.fields.addr);
+    }
+    assert.ok(pod, 'the held connection has a flow on node 1');
+    const other = pod === 'web-0' ? 'web-1' : 'web-0';
+    // The endpoint terminates (still serving), then is gone from the slice.
+    await apply(objects({ rollPods: [[pod, { ready: false, serving: true, terminating: true }], other] }));
+    const during = await lab.external(['tcp', N1, 30086, 20]);
+    assert.deepEqual(during.errors, {});
+    assert.deepEqual(Object.keys(during.counts), [other], 'new connections avoid the terminating endpoint');
+    await new Promise((r) => setTimeout(r, 1000));
+    await apply(objects({ rollPods: [other] }));
+    const removedAt = Date.now() - t0;
+    const after1 = await lab.external(['tcp', N1, 30086, 20]);
+    assert.deepEqual(after1.errors, {});
+    assert.deepEqual(Object.keys(after1.counts), [other], 'and the removed one');
+    const h = await held;
+    assert.ok(removedAt < HOLD_MS - 2000, `the removal (at ${removedAt} ms) came well before the connection ended`);
+    assert.deepEqual(h.errors, {}, 'no reset');
+    assert.equal(new Set(h.lines).size, 1, `one endpoint throughout: ${JSON.stringify([...new Set(h.lines)])}`);
+    assert.equal(h.lines[0], pod);
+    assert.ok(h.lines.length >= (HOLD_MS / 100) * 0.8, `kept exchanging bytes to the end: ${h.lines.length} replies`);
     await apply(base);
   });
 

@@ -110,19 +110,40 @@ describe('socket LB in the lab', () => {
   });
 
   test('sessionAffinity ClientIP sticks for its timeout, then lets go', async () => {
+    const TIMEOUT_SEC = 2;
     const sticky = [
-      service('sticky', { clusterIPs: ['10.96.0.30'], ports: [{ name: 'http', port: 80, targetPort: 8080 }], affinitySeconds: 1 }),
+      service('sticky', { clusterIPs: ['10.96.0.30'], ports: [{ name: 'http', port: 80, targetPort: 8080 }], affinitySeconds: TIMEOUT_SEC }),
       endpointSlice(lab, 'sticky', ['web-0', 'web-1', 'web-2'], [{ name: 'http', port: 8080 }]),
     ];
     await apply(sticky);
+    const entry = async () => {
+      const items = (await lab.agentGet('n1', '/v1/affinity?service=sticky')).body.items as { backend: string; idleSec: number; expired: boolean }[];
+      assert.equal(items.length, 1, JSON.stringify(items));
+      return items[0];
+    };
+    const podOf = (backend: string) => ['web-0', 'web-1', 'web-2'].find((p) => `${lab.podIp(p)}:8080` === backend);
+    // Each connection uses the entry and refreshes it, so a burst stays within one window whatever its length.
     const first = await lab.client('client-n1', ['tcp', '10.96.0.30', 80, 30]);
-    assert.equal(Object.keys(first.counts).length, 1, `30 connections within the timeout stuck to one backend: ${JSON.stringify(first.counts)}`);
+    assert.equal(Object.keys(first.counts).length, 1, `30 connections stuck to one backend: ${JSON.stringify(first.counts)}`);
+    const e0 = await entry();
+    assert.equal(podOf(e0.backend), Object.keys(first.counts)[0], 'the map names the backend the client stuck to');
+    assert.equal(e0.expired, false);
+    // After each expiry (seen in the map's timestamp, not guessed from a sleep) the next connection makes
+    // a fresh choice and records it. Fresh choices are random over three backends: the loop ends at the
+    // first change, and 25 equal choices in a row (probability 3^-24 ≈ 4e-12) are what would fail it.
     const seen = new Set(Object.keys(first.counts));
-    // After each expiry a fresh choice is made; five fresh choices all equal has probability 1/81.
-    for (let i = 0; i < 5 && seen.size < 2; i++) {
-      await new Promise((r) => setTimeout(r, 1300));
+    for (let i = 0; i < 25 && seen.size < 2; i++) {
+      const deadline = Date.now() + (TIMEOUT_SEC + 5) * 1000;
+      while (!(await entry()).expired) {
+        assert.ok(Date.now() < deadline, 'the entry expires after its timeout');
+        await new Promise((r) => setTimeout(r, 100));
+      }
       const again = await lab.client('client-n1', ['tcp', '10.96.0.30', 80, 5]);
-      assert.equal(Object.keys(again.counts).length, 1, 'still sticky within one window');
+      assert.equal(Object.keys(again.counts).length, 1, `sticky within one window: ${JSON.stringify(again.counts)}`);
+      const e = await entry();
+      assert.equal(e.expired, false, 'a fresh entry was written');
+      assert.ok(e.idleSec < TIMEOUT_SEC, `idle ${e.idleSec} s`);
+      assert.equal(podOf(e.backend), Object.keys(again.counts)[0], 'naming the backend of the fresh choice');
       for (const k of Object.keys(again.counts)) seen.add(k);
     }
     assert.ok(seen.size >= 2, 'after the timeout the client was balanced anew');

@@ -143,3 +143,55 @@ test('malformed objects (a Service with ingress: 5, a Node whose addresses are n
   assert.deepEqual(Object.fromEntries(counted.map((v) => [v.labels.kind, v.value])), { Node: 1, Service: 1 });
   assert.deepEqual(agent.status().rejected.map((r) => r.kind).sort(), ['Node', 'Service']);
 });
+
+test('loadBalancerSourceRanges that cannot be written: the frontend is not served (fail closed), logged and counted; other frontends are', async () => {
+  const { NorthSouth } = await import('../../src/agent/northsouth.js');
+  const lines: any[] = [];
+  const logger = pino({ level: 'debug' }, new Writable({ write(c, _e, cb) { lines.push(JSON.parse(String(c))); cb(); } }));
+  const registry = new Registry();
+  const metrics = agentMetrics(registry);
+  let applied: { scope: string; addr: string; port: number }[] = [];
+  const reconciler = {
+    apply: (fes: typeof applied) => ((applied = fes), { durationMs: 1, frontends: fes.length, backends: 1, written: zero, deleted: zero, errors: [] }),
+    frontendMeta: () => new Map(),
+    backendInfo: () => new Map(),
+    tableSizeFor: () => 251,
+  } as unknown as Reconciler;
+  let full = true;
+  const map = (failing: boolean) => ({
+    dumpRaw: () => [],
+    updateRaw: () => {
+      if (failing && full) throw new Error('no space left (injected)');
+    },
+    deleteRaw: () => true,
+  });
+  const tc = { ext4: map(true), ext6: map(true), srcRange4: map(false), srcRange6: map(false), attach: () => [], counters: () => ({}) };
+  const northSouth = new NorthSouth({
+    tc: tc as any, devices: [], attachMode: 'auto', iptablesMode: 'nft', masqMark: 0x1000, manageSysctls: false,
+    healthChecks: { sync: async () => {} } as any, logger,
+  });
+  const datapath = { attach: () => [] } as unknown as SocketLbDatapath;
+  const source: Source = { start: async () => {}, stop: async () => {}, describe: () => 'fake' };
+  const agent = new Agent({ nodeName: 'n1', source, datapath, reconciler, logger, metrics, northSouth });
+  const lb = {
+    apiVersion: 'v1', kind: 'Service', metadata: { name: 'lb', namespace: 'default' },
+    spec: { type: 'LoadBalancer', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20'], loadBalancerSourceRanges: ['10.0.0.0/24'], ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP', nodePort: 30080 }] },
+    status: { loadBalancer: { ingress: [{ ip: '10.0.100.10' }] } },
+  };
+  const objs = [lb, slice('lb'), svc('web', '10.96.0.10'), slice('web')];
+  agent.onSnapshot(snap(objs, 'v1'));
+  const served = applied.map((f) => `${f.scope} ${f.addr}:${f.port}`);
+  assert.ok(!served.includes('external 10.0.100.10:80'), `the LoadBalancer IP is not served on the tc path: ${served}`);
+  assert.ok(served.includes('internal 10.0.100.10:80') && served.includes('internal 10.96.0.10:80'), `the rest is: ${served}`);
+  const closed = lines.filter((l) => /external frontend not served/.test(l.msg));
+  assert.equal(closed.length, 1);
+  assert.match(closed[0].frontend, /default\/lb:http 10\.0\.100\.10:80\/TCP/);
+  const text = await registry.metrics();
+  assert.match(text, /^switchyard_external_frontends_closed 1$/m);
+  assert.match(text, /^switchyard_sync_errors_total [1-9]/m);
+  // The next sync can write the entry: the frontend is served.
+  full = false;
+  agent.onSnapshot(snap(objs, 'v2'));
+  assert.ok(applied.some((f) => f.scope === 'external' && f.addr === '10.0.100.10' && f.port === 80));
+  assert.match(await registry.metrics(), /^switchyard_external_frontends_closed 0$/m);
+});

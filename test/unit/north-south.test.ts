@@ -11,6 +11,7 @@ import { buildDesiredState } from '../../src/model/index.js';
 import { parseCIDR } from '../../src/model/validate.js';
 import { masqRestoreInput } from '../../src/dataplane/iptables.js';
 import { HealthCheckServers, ProxyHealthServer, healthCheckBody } from '../../src/agent/healthcheck.js';
+import { mergeReservedPorts } from '../../src/agent/northsouth.js';
 
 const NODE = { name: 'n1', addresses: ['10.0.0.11', 'fd10::11'] };
 
@@ -114,6 +115,15 @@ describe('masquerade rules', () => {
     ]);
     assert.match(text, /^\*nat\n:SWITCHYARD-POSTROUTING - \[0:0\]\n/);
     assert.match(text, /\nCOMMIT\n$/);
+  });
+});
+
+describe('reserved local ports', () => {
+  test('the NodePort range is added to ip_local_reserved_ports unless an entry covers it', () => {
+    assert.equal(mergeReservedPorts('', '30000-32767'), '30000-32767');
+    assert.equal(mergeReservedPorts('8080,9000-9100', '30000-32767'), '8080,9000-9100,30000-32767');
+    assert.equal(mergeReservedPorts('20000-40000', '30000-32767'), '20000-40000', 'already covered: unchanged');
+    assert.equal(mergeReservedPorts('30000-31000', '30000-32767'), '30000-31000,30000-32767', 'partly covered: the kernel merges');
   });
 });
 
