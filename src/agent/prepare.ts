@@ -12,7 +12,9 @@
  *   unprivileged container): forwarding on, ICMP redirects off on every device;
  *   conntrack's CLOSE_WAIT timeout raised to kube-proxy's hour (NodePort
  *   traffic that is masqueraded keeps its NAT entry while one side is
- *   half-closed; the kernel's 60 s would cut long half-closed flows).
+ *   half-closed; the kernel's 60 s would cut long half-closed flows); the
+ *   NodePort range added to ip_local_reserved_ports, so the node's own
+ *   sockets never take a NodePort as their local port.
  *
  * Idempotent: each step says what it found or did.
  */
@@ -20,11 +22,14 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isBpffs, resolveCgroup2 } from '../util/sys.js';
+import { mergeReservedPorts } from './northsouth.js';
 
 export interface PrepareOptions {
   bpffs: string;
   cgroup?: string;
   sysctls: boolean;
+  /** The NodePort range, kept out of the node's local port allocation (ip_local_reserved_ports). */
+  nodePortRange?: string;
 }
 
 export function prepareNode(o: PrepareOptions): string[] {
@@ -59,6 +64,10 @@ export function prepareNode(o: PrepareOptions): string[] {
     for (const d of readdirSync('/proc/sys/net/ipv4/conf')) set(`net/ipv4/conf/${d}/send_redirects`, '0');
     const closeWait = 'net/netfilter/nf_conntrack_tcp_timeout_close_wait';
     if (existsSync(`/proc/sys/${closeWait}`) && Number(readFileSync(`/proc/sys/${closeWait}`, 'utf8')) < 3600) set(closeWait, '3600');
+    if (o.nodePortRange) {
+      const reserved = 'net/ipv4/ip_local_reserved_ports';
+      set(reserved, mergeReservedPorts(readFileSync(`/proc/sys/${reserved}`, 'utf8').trim(), o.nodePortRange));
+    }
     done.push('sysctls checked');
   }
   return done;

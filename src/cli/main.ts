@@ -357,7 +357,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'agent':
       return runAgent(o);
     case 'prepare': {
-      for (const line of prepareNode({ bpffs: o.bpffs ?? '/sys/fs/bpf', cgroup: o.cgroup, sysctls: true })) console.log(`prepare: ${line}`);
+      for (const line of prepareNode({ bpffs: o.bpffs ?? '/sys/fs/bpf', cgroup: o.cgroup, sysctls: true, nodePortRange: o['node-port-range'] ?? '30000-32767' })) console.log(`prepare: ${line}`);
       return 0;
     }
     case 'cleanup': {
