@@ -48,10 +48,10 @@ static __always_inline __u32 sy_mix64(__u64 x)
  * per datagram) reaches the same backend, as a conntrack 5-tuple entry keeps it
  * with kube-proxy; different sockets still spread over the backends.
  */
-static __always_inline __u32 sy_flow_hash(void *ctx, __u8 proto, __u32 svc_id)
+static __always_inline __u32 sy_flow_hash(__u64 cookie, __u8 proto, __u32 svc_id)
 {
 	if (proto == IPPROTO_UDP)
-		return sy_mix64(bpf_get_socket_cookie(ctx) ^ ((__u64)svc_id << 32));
+		return sy_mix64(cookie ^ ((__u64)svc_id << 32));
 	return bpf_get_prandom_u32();
 }
 
@@ -154,8 +154,9 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (!svc)
 		return 0;
 
+	rkey.cookie = bpf_get_socket_cookie(ctx);
 	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
-			      sy_flow_hash(ctx, proto, svc->svc_id), &be);
+			      sy_flow_hash(rkey.cookie, proto, svc->svc_id), &be);
 	if (ret < 0)
 		return ret;
 	if (be->family != 4) {
@@ -163,7 +164,6 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 		return -EHOSTUNREACH;
 	}
 
-	rkey.cookie = bpf_get_socket_cookie(ctx);
 	rkey.addr = be->addr[0];
 	rkey.port = be->port;
 	rval.addr = key.addr;
@@ -221,8 +221,9 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (!svc)
 		return 0;
 
+	rkey.cookie = bpf_get_socket_cookie(ctx);
 	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
-			      sy_flow_hash(ctx, proto, svc->svc_id), &be);
+			      sy_flow_hash(rkey.cookie, proto, svc->svc_id), &be);
 	if (ret < 0)
 		return ret;
 	if (be->family != 6) {
@@ -230,7 +231,6 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 		return -EHOSTUNREACH;
 	}
 
-	rkey.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rkey.addr, be->addr, 16);
 	rkey.port = be->port;
 	__builtin_memcpy(rval.addr, key.addr, 16);

@@ -51,11 +51,11 @@ export function prepareNode(o: PrepareOptions): string[] {
     }
   }
   if (o.sysctls) {
+    const get = (path: string) => (existsSync(`/proc/sys/${path}`) ? readFileSync(`/proc/sys/${path}`, 'utf8').trim() : undefined);
     const set = (path: string, value: string) => {
-      const full = `/proc/sys/${path}`;
-      if (!existsSync(full)) return;
-      if (readFileSync(full, 'utf8').trim() !== value) {
-        writeFileSync(full, value);
+      const cur = get(path);
+      if (cur !== undefined && cur !== value) {
+        writeFileSync(`/proc/sys/${path}`, value);
         done.push(`${path.replace(/\//g, '.')} = ${value}`);
       }
     };
@@ -63,11 +63,9 @@ export function prepareNode(o: PrepareOptions): string[] {
     set('net/ipv6/conf/all/forwarding', '1');
     for (const d of readdirSync('/proc/sys/net/ipv4/conf')) set(`net/ipv4/conf/${d}/send_redirects`, '0');
     const closeWait = 'net/netfilter/nf_conntrack_tcp_timeout_close_wait';
-    if (existsSync(`/proc/sys/${closeWait}`) && Number(readFileSync(`/proc/sys/${closeWait}`, 'utf8')) < 3600) set(closeWait, '3600');
-    if (o.nodePortRange) {
-      const reserved = 'net/ipv4/ip_local_reserved_ports';
-      set(reserved, mergeReservedPorts(readFileSync(`/proc/sys/${reserved}`, 'utf8').trim(), o.nodePortRange));
-    }
+    if (Number(get(closeWait) ?? 3600) < 3600) set(closeWait, '3600');
+    const reserved = get('net/ipv4/ip_local_reserved_ports');
+    if (o.nodePortRange && reserved !== undefined) set('net/ipv4/ip_local_reserved_ports', mergeReservedPorts(reserved, o.nodePortRange));
     done.push('sysctls checked');
   }
   return done;

@@ -545,8 +545,9 @@ export class Reconciler {
         }
         continue;
       }
-      const refIds = [...new Set(p.c.ids)];
-      if (p.prev?.affinity && p.prev.refIds.some((id) => !refIds.includes(id))) shrunk.set(p.svcId, new Set(refIds));
+      const refSet = new Set(p.c.ids);
+      const refIds = [...refSet];
+      if (p.prev?.affinity && p.prev.refIds.some((id) => !refSet.has(id))) shrunk.set(p.svcId, refSet);
       for (const id of refIds) this.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       this.frontends.set(p.c.feKey, {

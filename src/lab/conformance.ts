@@ -164,14 +164,7 @@ async function importStandIns(cluster: Cluster, e2eTest: string): Promise<void> 
     const local = IMAGE_STAND_INS[name];
     // agnhost:2.6 from the private registry is the "cannot pull" test image: leave it missing.
     if (!local || ref.includes('authenticated') || ref.includes('invalid')) continue;
-    for (const n of cluster.nodes) {
-      try {
-        n.ctr(['images', 'rm', ref]);
-      } catch {
-        /* not there yet */
-      }
-      n.ctr(['images', 'tag', LOCAL_REFS[local], ref]);
-    }
+    for (const n of cluster.nodes) n.ctr(['images', 'tag', '--force', LOCAL_REFS[local], ref]);
   }
 }
 
@@ -218,7 +211,7 @@ export function writeReport(outFile: string, reports: { proxy: string; file: str
   const summary: Record<string, Record<string, number>> = {};
   for (const d of data) {
     const s: Record<string, number> = { passed: 0, failed: 0, skipped: 0 };
-    for (const r of d.rows.values()) s[r.state === 'passed' || r.state === 'skipped' ? r.state : 'failed'] = (s[r.state === 'passed' || r.state === 'skipped' ? r.state : 'failed'] ?? 0) + 1;
+    for (const r of d.rows.values()) s[r.state === 'passed' || r.state === 'skipped' ? r.state : 'failed']++;
     summary[d.proxy] = s;
   }
   const v = readFileSync(join(repoRoot, 'test/k8s/go.mod'), 'utf8').match(/k8s\.io\/kubernetes (v\S+)/)?.[1] ?? '?';

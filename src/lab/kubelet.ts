@@ -22,7 +22,7 @@
  * is the lab's own pause).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { ControlPlane } from './controlplane.js';
@@ -201,6 +201,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = "${PAUSE_IMAGE}"
   # The sandbox lacks CAP_SYS_RESOURCE: lowering oom_score_adj fails (runc: "can't get final child's PID from pipe").
   restrict_oom_score_adj = true
+  # Pod network namespaces are pinned under this node's state directory, not in the host's
+  # /var/run/netns: teardown unmounts them with the node's other mounts, even those of a
+  # sandbox cut short before any process joined it.
+  netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
@@ -367,11 +371,11 @@ function cgroupTreePids(dir: string): number[] {
 
 /**
  * Tears down a lab node's containers whatever state they are in: the kubelet
- * goes first (so nothing is restarted); the pods' network namespaces are found
- * from the processes in the node's cgroups (their nsfs inode is that of a
- * /var/run/netns/cni-* file); then those processes, the containerd shims of
- * that containerd, containerd itself, the namespaces and every mount under
- * the node's directories go. Idempotent; needs no running containerd.
+ * goes first (so nothing is restarted); then the processes in the node's
+ * cgroups, the containerd shims of that containerd, containerd itself, and
+ * every mount under the node's directories, which includes the pods' network
+ * namespaces (containerd pins them under its state directory). Idempotent;
+ * needs no running containerd.
  */
 export function teardownNode(n: NodeState, cgroup2Root: string): string[] {
   const removed: string[] = [];
@@ -382,25 +386,6 @@ export function teardownNode(n: NodeState, cgroup2Root: string): string[] {
       /* gone */
     }
   }
-  const nsInodes = new Set<number>();
-  for (const pid of cgroupTreePids(join(cgroup2Root, n.cgroupRoot))) {
-    try {
-      nsInodes.add(statSync(`/proc/${pid}/ns/net`).ino);
-    } catch {
-      /* exited */
-    }
-  }
-  const netnsDir = '/var/run/netns';
-  const podNetns = existsSync(netnsDir)
-    ? readdirSync(netnsDir).filter((f) => {
-        if (!f.startsWith('cni-')) return false;
-        try {
-          return nsInodes.has(statSync(join(netnsDir, f)).ino);
-        } catch {
-          return false;
-        }
-      })
-    : [];
   // Processes of the node's pods, in every hierarchy.
   for (const mount of [cgroup2Root, ...cgroupV1Mounts()]) removed.push(...removeCgroupTree(join(mount, n.cgroupRoot)).slice(-1));
   // Shims and containerd itself (they run outside the node's cgroup).
@@ -412,15 +397,7 @@ export function teardownNode(n: NodeState, cgroup2Root: string): string[] {
       /* none */
     }
   }
-  for (const f of podNetns) {
-    try {
-      execFileSync('ip', ['netns', 'del', f], { stdio: 'ignore' });
-      removed.push(`netns ${f}`);
-    } catch {
-      /* gone */
-    }
-  }
-  // Overlay rootfs, tmpfs volumes, shm: everything mounted under the node's directories, deepest first.
+  // Overlay rootfs, tmpfs volumes, shm, pod network namespaces: everything mounted under the node's directories, deepest first.
   const under = mounts()
     .map((m) => m.mountPoint)
     .filter((m) => m.startsWith(`${n.dataDir}/`) || m.startsWith(`${n.stateDir}/`))
