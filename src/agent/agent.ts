@@ -120,6 +120,8 @@ export class Agent {
   private pendingSnapshot?: Snapshot;
   private retryTimer?: NodeJS.Timeout;
   private retries = 0;
+  /** The newest snapshot received (applied or not): what the maps should hold, for explain. */
+  private latest?: Snapshot;
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
@@ -148,8 +150,13 @@ export class Agent {
   }
 
   /** Desired state vs the maps, entry by entry (the reconciler's drift()); undefined before the first sync. */
-  drift(): DriftEntry[] | undefined {
-    return this.synced ? this.d.reconciler.drift() : undefined;
+  drift(opts?: { deepTables?: boolean }): DriftEntry[] | undefined {
+    return this.synced ? this.d.reconciler.drift(opts) : undefined;
+  }
+
+  /** The newest objects the source handed out (for explain); undefined before the first snapshot. */
+  latestSnapshot(): Snapshot | undefined {
+    return this.latest;
   }
 
   /**
@@ -336,6 +343,7 @@ export class Agent {
     // A change observed: pending until a sync succeeds (kube-proxy's QueuedUpdate).
     this.pendingSince ??= this.lastSnapshotAt;
     this.pendingSnapshot = s;
+    this.latest = s;
     const { logger, metrics } = this.d;
     try {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);

@@ -271,3 +271,115 @@ export const statusResponse = {
     },
   },
 } as const;
+
+// ---------------------------------------------------------------- explain, trace, logs, node
+
+const open = (description: string, properties: Record<string, unknown> = {}) => ({ type: 'object', description, properties, additionalProperties: true }) as const;
+
+const verdict = {
+  type: 'object',
+  properties: {
+    code: {
+      type: 'string',
+      enum: [
+        'ok', 'no-such-service', 'ignored', 'rejected', 'no-such-port', 'no-endpoints', 'none-ready', 'target-port-not-found',
+        'endpoints-elsewhere', 'not-programmed', 'source-range-excludes-client', 'backend-not-answering', 'frontend-not-answering',
+      ],
+    },
+    text: str,
+    port: str,
+  },
+} as const;
+
+export const explainListQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { problems: { type: 'boolean', default: false, description: 'only Services whose verdict is not OK' } },
+} as const;
+
+export const explainListResponse = {
+  type: 'object',
+  properties: {
+    node: str,
+    source: nstr,
+    items: { type: 'array', items: { type: 'object', properties: { namespace: str, name: str, verdict } } },
+  },
+} as const;
+
+export const explainParams = {
+  type: 'object',
+  required: ['svc'],
+  properties: { svc: { type: 'string', minLength: 3, maxLength: 160, description: 'namespace/name[:port] (port name or number), URL-encoded: default%2Fweb%3Ahttp' } },
+} as const;
+
+export const explainQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    probe: { type: 'boolean', default: false, description: 'connect from this node to every backend and frontend and say which answered' },
+    from: { type: 'string', minLength: 2, maxLength: 45, pattern: '^[0-9a-fA-F.:]+$', description: 'a client address to check against loadBalancerSourceRanges' },
+  },
+} as const;
+
+export const explainResponse = open('One Service on this node, top to bottom (docs/operations.md, "explain")', {
+  service: open('the Service asked about'),
+  node: open('this node: name, zone, addresses'),
+  source: { ...nstr, description: 'where the objects came from; null: the maps only' },
+  object: { ...open('the Service as the agent sees it'), type: ['object', 'null'] },
+  ignored: { type: 'string', description: 'why the agent does not look at the Service' },
+  rejected: { type: 'array', items: str },
+  slices: { type: 'array', items: open('an EndpointSlice with every endpoint: conditions, node, zone, hints') },
+  ports: { type: 'array', items: open('a Service port: endpoints, the frontends of this node with the backends in use and the reason for every endpoint not used, the kernel entries, per-backend counters, drift') },
+  healthCheck: open('the health check node port: what the objects count and what it answers'),
+  probe: { type: 'array', items: open('one connection attempt from this node: kind, target, protocol, port, result, ms') },
+  from: str,
+  notes: { type: 'array', items: str },
+  verdict,
+});
+
+export const traceQuery = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['to'],
+  properties: {
+    to: { type: 'string', minLength: 3, maxLength: 60, description: 'ADDR:PORT ([v6]:PORT) the client dials' },
+    from: { type: 'string', minLength: 2, maxLength: 60, description: 'the client: ADDR or ADDR:PORT ([v6]:PORT)' },
+    protocol: { type: 'string', enum: ['TCP', 'UDP', 'tcp', 'udp'], default: 'TCP' },
+    nodeClient: { type: 'boolean', default: false, description: 'the client runs on this node (a pod or the node itself): the socket hooks' },
+    cookie: { type: 'string', pattern: '^[0-9]{1,20}$', description: 'socket path, UDP: the socket cookie, which picks the Maglev slot' },
+  },
+} as const;
+
+export const traceResponse = open('What this node does with one flow (docs/operations.md, "trace")', {
+  query: open('the flow asked about'),
+  path: { type: 'string', enum: ['tc', 'socket'] },
+  frontend: { ...open('the matching service entry'), type: ['object', 'null'] },
+  flow: open('tc path: the flow state (sy_ct4/6)'),
+  sourceRange: open('loadBalancerSourceRanges and whether the client is inside'),
+  affinity: open('sessionAffinity'),
+  maglev: open('hash, slot and backend id, or the candidates with their shares when the slot cannot be known'),
+  backend: open('the backend picked'),
+  outcome: open('forward, refuse, drop or pass, and why; masquerade or not', { action: { type: 'string', enum: ['forward', 'refuse', 'drop', 'pass'] }, text: str, counter: str, masquerade: bool }),
+});
+
+export const logsQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { limit: { type: 'integer', minimum: 1, maximum: 100000, description: 'the last N lines' } },
+} as const;
+
+export const logsResponse = {
+  type: 'object',
+  properties: { lines: { type: 'array', items: str }, dropped: { type: 'integer', description: 'lines no longer kept (the ring is bounded)' } },
+} as const;
+
+export const nodeResponse = open('Kernel, programs, conntrack, switchyard\'s iptables rules', {
+  hostname: str,
+  kernel: open('uname'),
+  features: open('kernel features found'),
+  links: { type: 'array', items: open('a pinned link') },
+  programs: { type: ['array', 'null'], items: open('a program (bpftool)') },
+  conntrack: open('nf_conntrack_count and nf_conntrack_max'),
+  iptables: { type: 'array', items: open('switchyard\'s rules per iptables-save binary') },
+  notes: { type: 'array', items: str },
+});

@@ -15,6 +15,10 @@ import { pinnedLinks } from '../dataplane/features.js';
 import { listBackends, listServices, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
 import { mapStats, type InspectMaps } from '../dataplane/maps.js';
 import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
+import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
+import { parseHostPort, trace } from '../diagnose/trace.js';
+import { nodeReport } from '../diagnose/node.js';
+import type { LogRing } from '../agent/logring.js';
 import * as S from './schemas.js';
 
 export interface ApiDeps {
@@ -31,6 +35,10 @@ export interface ApiDeps {
   version?: string;
   /** Directory of the compiled BPF objects whose BTF describes the per-flow maps (default: this package's bpf/). */
   btfDir?: string;
+  /** What explain needs beyond the maps (the agent's objects, drift, probe cgroup, …); without it explain reads the maps only. */
+  diagnose?: Omit<DiagnoseDeps, 'maps' | 'names'>;
+  /** The agent's recent log lines. */
+  logs?: LogRing;
 }
 
 const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
@@ -175,6 +183,56 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       if (items === undefined) throw new HttpError(503, 'drift is not available: this reconciler cannot report it, or no sync has run yet');
       return { inSync: items.length === 0, items };
     });
+
+    const diag = (): DiagnoseDeps => ({ input: async () => undefined, ...deps.diagnose, maps: deps.maps, names: deps.names });
+
+    get<{ problems?: boolean }>(
+      '/v1/explain',
+      { summary: 'Every Service with its verdict (problems=true: only those that are not OK)', querystring: S.explainListQuery, response: { 200: S.explainListResponse, ...errors } },
+      (req) => explainAll(diag(), { problemsOnly: req.query.problems === true }),
+    );
+
+    get<{ probe?: boolean; from?: string }, { svc: string }>(
+      '/v1/explain/:svc',
+      {
+        summary: 'Why a Service works or not on this node: object, EndpointSlices, frontends, maps, health check, probe; a verdict',
+        params: S.explainParams,
+        querystring: S.explainQuery,
+        response: { 200: S.explainResponse, ...errors },
+      },
+      (req) => {
+        const ref = parseServiceRef(req.params.svc);
+        return explainService(diag(), { ...ref, probe: req.query.probe === true, from: req.query.from });
+      },
+    );
+
+    get<{ to: string; from?: string; protocol?: string; nodeClient?: boolean; cookie?: string }>(
+      '/v1/trace',
+      { summary: 'Which frontend matches a flow, which backend the programs pick for it on this node, and what happens next', querystring: S.traceQuery, response: { 200: S.traceResponse, ...errors } },
+      (req) => {
+        const q = req.query;
+        const to = parseHostPort(q.to, true, 'to');
+        const from = q.from !== undefined ? parseHostPort(q.from, false, 'from') : undefined;
+        return trace(deps.maps, deps.names(), {
+          to: { addr: to.addr, port: to.port! },
+          ...(from ? { from } : {}),
+          protocol: (q.protocol ?? 'TCP').toUpperCase() as 'TCP' | 'UDP',
+          nodeClient: q.nodeClient === true,
+          ...(q.cookie !== undefined ? { cookie: BigInt(q.cookie) } : {}),
+        });
+      },
+    );
+
+    get<{ limit?: number }>(
+      '/v1/logs',
+      { summary: "The agent's recent log lines (pino JSON, oldest first)", querystring: S.logsQuery, response: { 200: S.logsResponse, 503: S.errorSchema } },
+      (req) => {
+        if (!deps.logs) throw new HttpError(503, 'this agent keeps no log lines');
+        return { lines: deps.logs.recent(req.query.limit), dropped: deps.logs.dropped };
+      },
+    );
+
+    get('/v1/node', { summary: "This node: kernel, programs behind the links, conntrack count and max, switchyard's iptables rules", response: { 200: S.nodeResponse } }, () => nodeReport(deps.maps.bpfRoot));
 
     get('/metrics', { summary: 'Prometheus metrics', produces: ['text/plain'], response: { 200: { type: 'string' } } }, async (_req, reply) => {
       reply.header('content-type', deps.registry.contentType);

@@ -4,7 +4,6 @@
 import { parseArgs } from 'node:util';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { Agent, DEFAULT_HEALTH_TIMEOUT_MS } from '../agent/agent.js';
 import { ListenError, openListeners, type ListenerSpec } from '../agent/listen.js';
@@ -31,6 +30,8 @@ import { DEFAULT_MASQ_PORTS, removeMasqRules, type IptablesMode } from '../datap
 import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
 import { NorthSouth } from '../agent/northsouth.js';
 import { registerTcMetrics } from '../agent/metrics.js';
+import { LogRing, ringLogger } from '../agent/logring.js';
+import { explainCommand, traceCommand } from './diagnose.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
@@ -45,6 +46,14 @@ Usage:
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
+  switchyard explain [NAMESPACE/NAME[:PORT]] [--probe] [--from ADDR] [--problems] [-o table|json|yaml]
+                     [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR [--source file:PATH | --kubeconfig FILE]
+                      [--node-name N] [--cgroup PATH]]
+                     (why a Service works or not on this node, ending in a verdict; exit 1 when it names a problem;
+                      without a Service: every Service's verdict)
+  switchyard trace   --to ADDR:PORT [--from ADDR[:PORT]] [--proto tcp|udp] [--node-client] [--cookie N]
+                     [-o table|json|yaml] [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
+                     (which frontend, which backend the programs pick for this flow on this node, and what then)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
                      (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
                       --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
@@ -135,6 +144,13 @@ const agentOptions = {
   help: { type: 'boolean', short: 'h' },
   output: { type: 'string', short: 'o' },
   prefix: { type: 'string' },
+  probe: { type: 'boolean' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  proto: { type: 'string' },
+  'node-client': { type: 'boolean' },
+  cookie: { type: 'string' },
+  problems: { type: 'boolean' },
 } as const;
 
 type Opts = { [K in keyof typeof agentOptions]?: (typeof agentOptions)[K]['type'] extends 'boolean' ? boolean : string };
@@ -176,7 +192,8 @@ async function runAgent(o: Opts): Promise<number> {
   const api = splitAddr(o['api-addr'] ?? DEFAULT_API_ADDR);
   const healthzAddr = o['healthz-addr'] ?? '0.0.0.0:10256';
   const healthz = healthzAddr === 'off' ? undefined : splitAddr(healthzAddr);
-  const logger = pino({ level: o['log-level'] ?? 'info', base: { node: o['node-name'] } });
+  const logRing = new LogRing();
+  const logger = ringLogger(logRing, { level: o['log-level'] ?? 'info', base: { node: o['node-name'] } });
   const tcOff = o.devices === 'none';
   const devices = o.devices === undefined || tcOff ? undefined : o.devices.split(',').map((d) => d.trim()).filter(Boolean);
   const attachMode = (o['tc-attach'] ?? 'auto') as TcAttachMode;
@@ -246,7 +263,23 @@ async function runAgent(o: Opts): Promise<number> {
   datapathMetrics(registry, { maps, names: currentNames, serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000) });
   if (tc) registerTcMetrics(registry, tc);
   const features = probeFeatures();
-  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version };
+  const diagnose = {
+    input: async () => {
+      const snapshot = agent.latestSnapshot();
+      return snapshot && { snapshot, source: `agent: ${source.describe()}` };
+    },
+    nodeName: o['node-name'],
+    serviceProxyName: o['service-proxy-name'],
+    // The cheap comparison (which inner map each slot holds); explain compares this Service's tables itself.
+    drift: () => agent.drift({ deepTables: false }),
+    external: () => {
+      const ns = northSouth?.status();
+      return ns && { closed: ns.lastExternalSync?.closed, tcPending: ns.pendingReason };
+    },
+    fetchService: source.getService ? (ns: string, name: string) => source.getService!(ns, name) : undefined,
+    cgroup: cgroupPath,
+  };
+  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing };
   const apps = [buildApp(appDeps)];
   // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
   const healthState = (needReady: boolean) => () => {
@@ -346,7 +379,7 @@ export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
   // Inspection reads the pins only when asked on the command line: in the agent's pod the
   // environment names its --bpf-root, yet the running agent's API is the view to show.
-  let o = fromEnv(values as Opts, ['status', 'maps', 'drift'].includes(cmd) ? ['bpf-root'] : []);
+  let o = fromEnv(values as Opts, ['status', 'maps', 'drift', 'explain', 'trace', 'stats', 'snapshot'].includes(cmd) ? ['bpf-root'] : []);
   // Inspection commands reach an agent's unix socket through the same address option.
   if (cmd !== 'agent' && o['api-socket'] && !o['api-addr']) o = { ...o, 'api-addr': `unix:${o['api-socket']}` };
   if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h' || o.help) {
@@ -373,6 +406,12 @@ export async function main(argv: string[]): Promise<number> {
       return mapsCommand(positionals[0], positionals[1], o);
     case 'drift':
       return driftCommand(o);
+    case 'explain':
+      if (positionals.length > 1) throw new Error(`explain: one Service at a time, got ${positionals.join(' ')}`);
+      return explainCommand(positionals[0], o);
+    case 'trace':
+      if (positionals.length) throw new Error(`trace: unexpected ${positionals.join(' ')} (give --to ADDR:PORT)`);
+      return traceCommand(o);
     default:
       throw new Error(`unknown command ${JSON.stringify(cmd)} (see --help)`);
   }

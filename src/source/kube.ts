@@ -455,6 +455,20 @@ export class KubeSource implements Source {
     await Promise.all(this.runs);
   }
 
+  /**
+   * One Service read directly, whatever its labels: the watch goes through
+   * kube-proxy's label selector, so a Service ignored for its labels is not
+   * in the store, and explain wants to say why. Undefined when there is none.
+   */
+  async getService(namespace: string, name: string): Promise<unknown | undefined> {
+    try {
+      return trim(await this.api.getJson(`/api/v1/namespaces/${encodeURIComponent(namespace)}/services/${encodeURIComponent(name)}`, {}, 10_000));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
   private changed(_relisted: boolean): void {
     if (!this.reflectors.every((r) => r.synced)) return;
     if (!this.delivered) {

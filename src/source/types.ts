@@ -29,4 +29,20 @@ export interface Source {
   describe(): string;
   /** Optional details for /v1/status (connection state per resource, …). */
   status?(): object;
+  /** Reads one Service directly, bypassing any filter of the watch (explain); undefined when there is none. */
+  getService?(namespace: string, name: string): Promise<unknown | undefined>;
+}
+
+/** The first snapshot of a source, then the source is stopped (one-off reads: explain from the pins). */
+export async function readOnce(source: Source, timeoutMs: number): Promise<Snapshot> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<Snapshot>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`${source.describe()}: no complete view of the objects within ${timeoutMs / 1000} s`)), timeoutMs);
+      source.start(resolve).catch(reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    await source.stop();
+  }
 }
