@@ -132,6 +132,18 @@ struct sy_svc_stats {
 	__u64 bytes;        /* tc path: their bytes (skb->len) */
 };
 
+/*
+ * sy_be_stats: per-CPU counters per backend id. The agent creates an entry
+ * (zeroed) with each backend and deletes it with the backend; the programs
+ * only look up and add. 32 bytes.
+ */
+struct sy_be_stats {
+	__u64 connections; /* connects/sendmsgs/new external flows sent to this backend */
+	__u64 refused;     /* tc path: new TCP flows the backend answered with a reset */
+	__u64 packets;     /* tc path: client → backend packets translated */
+	__u64 bytes;       /* tc path: their bytes (skb->len) */
+};
+
 /* ------------------------------------------------------------------ tc path */
 
 /* sy_ext4 / sy_ext6 value flags: what the tc path needs beyond sy_svc_val. */

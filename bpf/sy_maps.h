@@ -122,6 +122,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sy_svc_stats SEC(".maps");
 
+/*
+ * Per-backend counters, by backend id. A hash, not an array: backend ids grow
+ * without bound (they are never reused). Entries are made and removed by the
+ * agent with their backend, so the programs never insert; memory is 32 bytes
+ * × possible CPUs per live backend.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, SY_DEFAULT_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct sy_be_stats);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_be_stats SEC(".maps");
+
 /* Counters per drop reason (enum sy_drop_reason). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -142,6 +157,11 @@ static __always_inline void sy_count_drop(__u32 reason)
 static __always_inline struct sy_svc_stats *sy_svc_stats_of(__u32 svc_id)
 {
 	return bpf_map_lookup_elem(&sy_svc_stats, &svc_id);
+}
+
+static __always_inline struct sy_be_stats *sy_be_stats_of(__u32 backend_id)
+{
+	return bpf_map_lookup_elem(&sy_be_stats, &backend_id);
 }
 
 #endif /* SY_MAPS_H */

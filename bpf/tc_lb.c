@@ -90,15 +90,32 @@ static __always_inline int sy_tc_pick(const struct sy_svc_val *svc, const struct
 	return 0;
 }
 
-/* Per-service packet and byte counters of translated client → backend packets. */
-static __always_inline void sy_count_pkt(__u32 svc_id, const struct __sk_buff *skb)
+/* Per-service and per-backend packet and byte counters of translated client → backend packets. */
+static __always_inline void sy_count_pkt(__u32 svc_id, __u32 backend_id, const struct __sk_buff *skb)
 {
 	struct sy_svc_stats *st = sy_svc_stats_of(svc_id);
+	struct sy_be_stats *bst = sy_be_stats_of(backend_id);
 
 	if (st) {
 		st->packets += 1;
 		st->bytes += skb->len;
 	}
+	if (bst) {
+		bst->packets += 1;
+		bst->bytes += skb->len;
+	}
+}
+
+/* A backend's first answer to a new TCP flow is a reset: it refused the connection. */
+static __always_inline void sy_count_refused(const struct sy_pkt *p, __u16 flags, __u32 backend_id)
+{
+	struct sy_be_stats *bst;
+
+	if (p->proto != IPPROTO_TCP || !(p->tcp_flags & SY_TCP_RST) || (flags & SY_CT_F_REPLIED))
+		return;
+	bst = sy_be_stats_of(backend_id);
+	if (bst)
+		bst->refused += 1;
 }
 
 /* ------------------------------------------------------------ IPv4 */
@@ -128,7 +145,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 	__be32 be_addr;
 	__be16 be_port;
 	__u16 flags;
-	__u32 svc_id;
+	__u32 svc_id, be_id;
 	__u32 csum_off = sy_l4_csum_off(p);
 	__u64 l4f = sy_l4_flags(p);
 
@@ -147,6 +164,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
+		be_id = ct->backend_id;
 		/* The reverse entry was evicted (LRU): rebuild it, or the replies go out untranslated. */
 		if (!bpf_map_lookup_elem(&sy_ct4, &rk)) {
 			struct sy_ct4_val rv = {
@@ -210,6 +228,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 			sy_tc_count(SY_TC_CT_FULL);
 		sy_tc_count(SY_TC_NEW_FLOW);
 		svc_id = svc->svc_id;
+		be_id = bid;
 	}
 
 	if (sy_store_addr4(skb, p->l3_off + SY_IPV4_DADDR_OFF, p->l3_off + SY_IP_CSUM_OFF, csum_off, l4f,
@@ -218,7 +237,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_SHOT;
 	if (flags & SY_CT_F_MASQ)
 		skb->mark |= sy_cfg_masq_mark;
-	sy_count_pkt(svc_id, skb);
+	sy_count_pkt(svc_id, be_id, skb);
 	sy_tc_count(SY_TC_XLATE_FWD);
 	return TC_ACT_OK;
 }
@@ -253,6 +272,8 @@ static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
 	fv = bpf_map_lookup_elem(&sy_ct4, &fk);
 	if (fv) {
 		__u16 flags = fv->flags | SY_CT_F_REPLIED;
+
+		sy_count_refused(p, fv->flags, fv->backend_id);
 
 		if (p->proto == IPPROTO_TCP)
 			flags = sy_tcp_state(flags, p->tcp_flags, 1);
@@ -394,7 +415,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 	__u32 be_addr[4];
 	__be16 be_port;
 	__u16 flags;
-	__u32 svc_id;
+	__u32 svc_id, be_id;
 	__u32 csum_off = sy_l4_csum_off(p);
 	__u64 l4f = sy_l4_flags(p);
 
@@ -412,6 +433,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
+		be_id = ct->backend_id;
 		__builtin_memcpy(rk.saddr, be_addr, 16);
 		__builtin_memcpy(rk.daddr, p->saddr, 16);
 		if (!bpf_map_lookup_elem(&sy_ct6, &rk)) {
@@ -476,6 +498,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 			sy_tc_count(SY_TC_CT_FULL);
 		sy_tc_count(SY_TC_NEW_FLOW);
 		svc_id = svc->svc_id;
+		be_id = bid;
 	}
 
 	if (sy_store_addr6(skb, p->l3_off + SY_IPV6_DADDR_OFF, csum_off, l4f, p->daddr, be_addr) < 0 ||
@@ -483,7 +506,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_SHOT;
 	if (flags & SY_CT_F_MASQ)
 		skb->mark |= sy_cfg_masq_mark;
-	sy_count_pkt(svc_id, skb);
+	sy_count_pkt(svc_id, be_id, skb);
 	sy_tc_count(SY_TC_XLATE_FWD);
 	return TC_ACT_OK;
 }
@@ -516,6 +539,8 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 	fv = bpf_map_lookup_elem(&sy_ct6, &fk);
 	if (fv) {
 		__u16 flags = fv->flags | SY_CT_F_REPLIED;
+
+		sy_count_refused(p, fv->flags, fv->backend_id);
 
 		if (p->proto == IPPROTO_TCP)
 			flags = sy_tcp_state(flags, p->tcp_flags, 1);

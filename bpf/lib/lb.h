@@ -69,6 +69,7 @@ static __always_inline int sy_lb_pick(const struct sy_svc_val *svc, __u64 client
 	struct sy_affinity_key akey = {};
 	struct sy_affinity_val aval = {};
 	struct sy_svc_stats *st = sy_svc_stats_of(svc->svc_id);
+	struct sy_be_stats *bst;
 	struct sy_backend *be;
 	__u32 svc_id = svc->svc_id;
 	__u32 slot, *id, *m;
@@ -124,6 +125,9 @@ static __always_inline int sy_lb_pick(const struct sy_svc_val *svc, __u64 client
 found:
 	if (st)
 		st->translations += 1;
+	bst = sy_be_stats_of(*bid);
+	if (bst)
+		bst->connections += 1;
 	*out = be;
 	return SY_PICK_OK;
 refuse:

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
-import { dropCounters, serviceCounters, type Names } from '../dataplane/inspect.js';
+import { dropCounters, hostPort, listBackends, serviceCounters, type Names } from '../dataplane/inspect.js';
 import { mapStats, type InspectMaps } from '../dataplane/maps.js';
 
 /** The agent's own metrics, registered on an injected registry. */
@@ -64,6 +64,8 @@ export interface DatapathMetricsDeps {
   names: () => Names;
   /** At most this many Service ports get series of their own; the rest are summed under service="_other". */
   serviceCap: number;
+  /** At most this many backends get series of their own; the rest are summed under backend="_other" (default 1000). */
+  backendCap?: number;
 }
 
 /**
@@ -196,6 +198,66 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       guard(() => this.set(counters(false).over));
     },
   });
+  // Per-backend counters (sy_be_stats), capped like the per-Service ones: the first backends
+  // seen keep their series while they exist; the rest are summed under one "_other" series.
+  const backendCap = d.backendCap ?? 1000;
+  const beExported = new Set<string>();
+  type BeRow = { labels: Record<string, string>; connections: number; refused: number; packets: number; bytes: number };
+  let beCache: { rows: BeRow[]; over: number } = { rows: [], over: 0 };
+  const beRows = (fresh: boolean) => {
+    if (!fresh) return beCache;
+    const all = listBackends(d.maps, d.names());
+    const keyOf = (b: (typeof all)[number]) => `${b.namespace}/${b.service}:${b.portName}/${b.protocol} ${b.address}:${b.port}`;
+    const live = new Set(all.map(keyOf));
+    for (const k of [...beExported]) if (!live.has(k)) beExported.delete(k);
+    const rows = new Map<string, BeRow>();
+    let over = 0;
+    for (const b of all) {
+      const k = keyOf(b);
+      if (!beExported.has(k) && beExported.size < backendCap) beExported.add(k);
+      const own = beExported.has(k);
+      if (!own) over++;
+      const labels = own
+        ? { namespace: b.namespace ?? '', service: b.service ?? '', port: b.portName ?? '', protocol: b.protocol, backend: hostPort(b.address, b.port) }
+        : { namespace: '', service: '_other', port: '', protocol: '', backend: '_other' };
+      const lk = JSON.stringify(labels);
+      const row = rows.get(lk) ?? { labels, connections: 0, refused: 0, packets: 0, bytes: 0 };
+      row.connections += b.counters.connections;
+      row.refused += b.counters.refused;
+      row.packets += b.counters.packets;
+      row.bytes += b.counters.bytes;
+      rows.set(lk, row);
+    }
+    beCache = { rows: [...rows.values()], over };
+    return beCache;
+  };
+  const beLabels = ['namespace', 'service', 'port', 'protocol', 'backend'];
+  const beCounter = (name: string, help: string, field: 'connections' | 'refused' | 'packets' | 'bytes', fresh: boolean) =>
+    new Counter({
+      name,
+      help,
+      labelNames: beLabels,
+      registers: [registry],
+      collect() {
+        guard(() => {
+          this.reset();
+          for (const r of beRows(fresh).rows) this.inc(r.labels, r[field]);
+        });
+      },
+    });
+  beCounter('switchyard_backend_connections_total', 'Connections, datagram destinations and new external flows sent to a backend (sy_be_stats).', 'connections', true);
+  beCounter('switchyard_backend_refused_total', 'tc path: new TCP flows the backend answered with a reset.', 'refused', false);
+  beCounter('switchyard_backend_packets_total', 'tc path: client → backend packets translated, per backend.', 'packets', false);
+  beCounter('switchyard_backend_bytes_total', 'tc path: bytes of those packets, per backend.', 'bytes', false);
+  new Gauge({
+    name: 'switchyard_backend_metrics_capped',
+    help: 'Backends whose counters are summed under backend="_other" because of --metrics-backend-cap.',
+    registers: [registry],
+    collect() {
+      guard(() => this.set(beRows(false).over));
+    },
+  });
+
   new Counter({
     name: 'switchyard_drops_total',
     help: 'Connections the socket programs refused or could not translate, by reason (sy_drops).',

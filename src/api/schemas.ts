@@ -87,7 +87,13 @@ const backendItem = {
   type: 'object',
   properties: {
     id: int, address: str, port: int, protocol: str, family: int, ...names, node: nstr,
-    state: { type: 'string', enum: ['ready', 'terminating'] }, local: bool, raw,
+    state: { type: 'string', enum: ['ready', 'terminating'] }, local: bool,
+    counters: {
+      type: 'object',
+      description: 'sy_be_stats summed over CPUs: connections (and datagram destinations, new external flows); tc path: refused (the backend reset a new TCP flow), packets and bytes client → backend',
+      properties: { connections: int, refused: int, packets: int, bytes: int },
+    },
+    raw,
   },
 } as const;
 
@@ -392,3 +398,43 @@ export const nodeResponse = open('Kernel, programs, conntrack, switchyard\'s ipt
   iptables: { type: 'array', items: open('switchyard\'s rules per iptables-save binary') },
   notes: { type: 'array', items: str },
 });
+
+// ---------------------------------------------------------------- stats
+
+export const statsQuery = { type: 'object', additionalProperties: false, properties: { ...filterProps } } as const;
+
+const counters4 = { type: 'object', properties: { connections: { type: 'number' }, refused: { type: 'number' }, packets: { type: 'number' }, bytes: { type: 'number' } } } as const;
+
+export const statsResponse = {
+  type: 'object',
+  properties: {
+    at: str,
+    rateWindowSec: { type: ['number', 'null'], description: 'seconds the rates are computed over (null: no sample yet)' },
+    items: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          ...names,
+          protocol: str,
+          frontends: { type: 'array', items: str },
+          totals: { ...counters4, description: 'connections translated, refused for want of a backend, tc-path packets and bytes (summed over the frontends)' },
+          rates: { ...counters4, description: 'per second' },
+          backends: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                id: int, address: nstr, port: nint, node: nstr, state: str,
+                share: { type: 'number', description: 'Maglev table share (what the backend should get)' },
+                connections: { type: 'number' }, refused: { type: 'number', description: 'tc path: new TCP flows the backend reset' }, packets: { type: 'number' }, bytes: { type: 'number' },
+                rates: counters4,
+              },
+            },
+          },
+          skew: { ...nstr, description: 'set when one backend gets far more than its share' },
+        },
+      },
+    },
+  },
+} as const;

@@ -19,6 +19,7 @@ import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '
 import { parseHostPort, trace } from '../diagnose/trace.js';
 import { nodeReport } from '../diagnose/node.js';
 import type { LogRing } from '../agent/logring.js';
+import { readStats, type StatsSampler } from '../diagnose/stats.js';
 import * as S from './schemas.js';
 
 export interface ApiDeps {
@@ -39,6 +40,8 @@ export interface ApiDeps {
   diagnose?: Omit<DiagnoseDeps, 'maps' | 'names'>;
   /** The agent's recent log lines. */
   logs?: LogRing;
+  /** The agent's counter sampler (rates in /v1/stats). */
+  stats?: StatsSampler;
 }
 
 const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
@@ -221,6 +224,16 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
           ...(q.cookie !== undefined ? { cookie: BigInt(q.cookie) } : {}),
         });
       },
+    );
+
+    get<{ namespace?: string; service?: string }>(
+      '/v1/stats',
+      {
+        summary: 'Per Service port: totals and every backend\'s counters (connections, refused, packets, bytes), Maglev share, rates, skew',
+        querystring: S.statsQuery,
+        response: { 200: S.statsResponse, ...errors },
+      },
+      (req) => (deps.stats ? deps.stats.report(deps.names(), req.query) : readStats(deps.maps, deps.names(), req.query)),
     );
 
     get<{ limit?: number }>(

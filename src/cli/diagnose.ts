@@ -10,7 +10,9 @@ import { resolveNames } from '../dataplane/inspect.js';
 import { openPinnedMaps } from '../dataplane/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
-import { renderExplain, renderTrace } from '../diagnose/render.js';
+import { human, renderExplain, renderTrace } from '../diagnose/render.js';
+import { ratesBetween, readStats, type StatsReport } from '../diagnose/stats.js';
+import { hostPort } from '../dataplane/inspect.js';
 import { parseHostPort, trace, type TraceQuery } from '../diagnose/trace.js';
 import { FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
@@ -179,4 +181,58 @@ export async function traceCommand(o: DiagnoseOpts): Promise<number> {
   }
   print(out, report, () => renderTrace(report));
   return 0;
+}
+
+export interface StatsOpts extends DiagnoseOpts {
+  rate?: boolean;
+  interval?: string;
+}
+
+/** ipvsadm -Ln --stats / --rate for switchyard. */
+export async function statsCommand(o: StatsOpts): Promise<number> {
+  const out = outputOf(o);
+  const q: Record<string, string | undefined> = { namespace: o.namespace, service: o.service };
+  const intervalSec = o.interval === undefined ? 2 : Number(o.interval);
+  if (!Number.isFinite(intervalSec) || intervalSec <= 0 || intervalSec > 600) throw new Error(`--interval ${o.interval}: want seconds, more than 0 and at most 600`);
+  const read = async (): Promise<StatsReport> => {
+    if (!o['bpf-root']) return apiGet(o['api-addr'], `/v1/stats${qs(q)}`);
+    const maps = openPinnedMaps(o['bpf-root']);
+    const pinned = PinnedNames.openForRead(o['bpf-root']);
+    try {
+      return readStats(maps, resolveNames({ pinned }), { namespace: o.namespace, service: o.service });
+    } finally {
+      pinned?.close();
+      maps.close();
+    }
+  };
+  let report = await read();
+  if (o.rate) {
+    await new Promise((r) => setTimeout(r, intervalSec * 1000));
+    report = ratesBetween(await read(), report);
+  }
+  print(out, report, () => renderStats(report, o.rate === true));
+  return 0;
+}
+
+function renderStats(r: StatsReport, rates: boolean): string {
+  const rows: Record<string, unknown>[] = [];
+  const f = (n: number) => (rates ? (n >= 100 ? n.toFixed(0) : n.toFixed(1)) : human(n));
+  const pick = (c: { connections: number; refused: number; packets: number; bytes: number }, rt?: typeof c) => {
+    const v = rates ? (rt ?? { connections: 0, refused: 0, packets: 0, bytes: 0 }) : c;
+    return rates
+      ? { 'conn/s': f(v.connections), 'refused/s': f(v.refused), 'pkt/s': f(v.packets), 'bytes/s': f(v.bytes) }
+      : { connections: f(v.connections), refused: f(v.refused), packets: f(v.packets), bytes: f(v.bytes) };
+  };
+  for (const p of r.items) {
+    const name = p.service === null ? '(no name recorded)' : `${p.namespace}/${p.service}:${p.portName || '""'}/${p.protocol}`;
+    rows.push({ service: name, share: '', node: '', ...pick(p.totals, p.rates) });
+    for (const b of p.backends) {
+      rows.push({ service: `  -> ${b.address === null ? `#${b.id} (missing)` : hostPort(b.address, b.port ?? 0)}`, share: `${(b.share * 100).toFixed(1)}%`, node: b.node, ...pick(b, b.rates) });
+    }
+  }
+  const cols = rates ? ['service', 'node', 'share', 'conn/s', 'refused/s', 'pkt/s', 'bytes/s'] : ['service', 'node', 'share', 'connections', 'refused', 'packets', 'bytes'];
+  const lines = [r.items.length ? table(rows, cols) : 'no Service frontend in the maps'];
+  if (rates && r.rateWindowSec !== null) lines.push(`rates over ${r.rateWindowSec} s`);
+  for (const p of r.items) if (p.skew) lines.push(`skew: ${p.namespace}/${p.service}:${p.portName}: ${p.skew}`);
+  return lines.join('\n');
 }

@@ -179,8 +179,13 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
         : (await apiGet(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
       print(out, { items }, () =>
         table(
-          items.map((b: any) => ({ ...b, name: b.service, port: b.portName, address: `${hostPort(b.address, b.port)}/${b.protocol}`, local: b.local ? 'yes' : 'no' })),
-          out === 'wide' ? ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local', 'family'] : ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local'],
+          items.map((b: any) => ({
+            ...b, name: b.service, port: b.portName, address: `${hostPort(b.address, b.port)}/${b.protocol}`, local: b.local ? 'yes' : 'no',
+            connections: b.counters?.connections, refused: b.counters?.refused, packets: b.counters?.packets, bytes: b.counters?.bytes,
+          })),
+          out === 'wide'
+            ? ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local', 'family', 'connections', 'refused', 'packets', 'bytes']
+            : ['id', 'address', 'namespace', 'name', 'port', 'node', 'state', 'local'],
         ),
       );
       return 0;

@@ -32,7 +32,8 @@ import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
 import { NorthSouth } from '../agent/northsouth.js';
 import { registerTcMetrics } from '../agent/metrics.js';
 import { LogRing, ringLogger } from '../agent/logring.js';
-import { explainCommand, traceCommand } from './diagnose.js';
+import { explainCommand, statsCommand, traceCommand } from './diagnose.js';
+import { StatsSampler } from '../diagnose/stats.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
@@ -55,6 +56,9 @@ Usage:
   switchyard trace   --to ADDR:PORT [--from ADDR[:PORT]] [--proto tcp|udp] [--node-client] [--cookie N]
                      [-o table|json|yaml] [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
                      (which frontend, which backend the programs pick for this flow on this node, and what then)
+  switchyard stats   [--namespace NS] [--service NAME] [--rate [--interval SEC]] [-o table|json|yaml]
+                     [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
+                     (per Service port and backend: connections, refused, packets, bytes, share; ipvsadm -Ln --stats/--rate)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
                      (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
                       --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
@@ -98,6 +102,8 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --health-timeout SEC    /healthz, /readyz and --healthz-addr answer 503 once a change has waited SEC s
                           for a successful sync (kube-proxy: 2 × its sync period)              [60]
   --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
+  --metrics-backend-cap N per-backend counter series at most; the rest sum under backend="_other"         [1000]
+  --stats-interval SEC    sample the counters every SEC s for the rates of /v1/stats; 0 = off              [10]
   --log-level L           pino level                                               [info]
 
 Inspection (maps, status, drift) asks the agent's API at --api-addr [${DEFAULT_API_ADDR}] or --api-socket; with --bpf-root
@@ -139,6 +145,10 @@ const agentOptions = {
   'resync-interval': { type: 'string' },
   'health-timeout': { type: 'string' },
   'metrics-service-cap': { type: 'string' },
+  'metrics-backend-cap': { type: 'string' },
+  'stats-interval': { type: 'string' },
+  rate: { type: 'boolean' },
+  interval: { type: 'string' },
   namespace: { type: 'string', short: 'n' },
   service: { type: 'string' },
   backend: { type: 'string' },
@@ -272,7 +282,14 @@ async function runAgent(o: Opts): Promise<number> {
   agentRef = agent;
   const maps = datapathMaps(datapath);
   const currentNames = () => resolveNames({ reconciler: () => ({ frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }), pinned: names });
-  datapathMetrics(registry, { maps, names: currentNames, serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000) });
+  datapathMetrics(registry, {
+    maps, names: currentNames,
+    serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000),
+    backendCap: intOpt(o['metrics-backend-cap'], 'metrics-backend-cap', 1000),
+  });
+  const statsSec = o['stats-interval'] === undefined ? 10 : Number(o['stats-interval']);
+  if (!Number.isFinite(statsSec) || statsSec < 0) throw new Error(`--stats-interval must be a number of seconds >= 0, got ${JSON.stringify(o['stats-interval'])}`);
+  const sampler = new StatsSampler(maps, statsSec * 1000);
   if (tc) registerTcMetrics(registry, tc);
   const features = probeFeatures();
   const diagnose = {
@@ -291,7 +308,7 @@ async function runAgent(o: Opts): Promise<number> {
     fetchService: source.getService ? (ns: string, name: string) => source.getService!(ns, name) : undefined,
     cgroup: cgroupPath,
   };
-  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing };
+  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing, stats: sampler };
   const apps = [buildApp(appDeps)];
   // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
   const healthState = (needReady: boolean) => () => {
@@ -342,6 +359,7 @@ async function runAgent(o: Opts): Promise<number> {
     'agent started',
   );
   await agent.start();
+  sampler.start();
 
   await new Promise<void>((resolve) => {
     const stop = (sig: string) => {
@@ -351,6 +369,7 @@ async function runAgent(o: Opts): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  sampler.stop();
   await agent.stop();
   for (const a of apps) await a.close();
   await proxyHealth.close();
@@ -423,6 +442,9 @@ export async function main(argv: string[]): Promise<number> {
     case 'explain':
       if (positionals.length > 1) throw new Error(`explain: one Service at a time, got ${positionals.join(' ')}`);
       return explainCommand(positionals[0], o);
+    case 'stats':
+      if (positionals.length) throw new Error(`stats: unexpected ${positionals.join(' ')} (filter with --namespace / --service)`);
+      return statsCommand(o);
     case 'trace':
       if (positionals.length) throw new Error(`trace: unexpected ${positionals.join(' ')} (give --to ADDR:PORT)`);
       return traceCommand(o);

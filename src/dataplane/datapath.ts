@@ -18,7 +18,7 @@ import { openMaglevTable, readMaglevTable } from './maps.js';
 import {
   affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
-  svcStatsCodec, svcValCodec,
+  svcStatsCodec, svcValCodec, beStatsCodec,
 } from './layout.js';
 
 /** Flags of every Maglev inner map; must equal the template's in bpf/sy_maps.h. */
@@ -80,7 +80,7 @@ export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
     for (const m of names) if (has.has(m)) obj.setMapMaxEntries(m, n);
   };
   size(['sy_svc4', 'sy_svc6', 'sy_maglev', 'sy_svc_stats', 'sy_ext4', 'sy_ext6'], o.maxServices);
-  size(['sy_backend'], o.maxBackends);
+  size(['sy_backend', 'sy_be_stats'], o.maxBackends);
   size(['sy_affinity'], o.affinityEntries);
   size(['sy_sock_revnat4', 'sy_sock_revnat6', 'sy_tcp_revnat4', 'sy_tcp_revnat6'], o.revnatEntries);
   size(['sy_ct4', 'sy_ct6'], o.ctEntries);
@@ -109,6 +109,8 @@ export class SocketLbDatapath {
   readonly tcpRevnat6;
   readonly affinity;
   readonly svcStats;
+  /** sy_be_stats: per-CPU counters per backend id; the reconciler makes and removes the entries. */
+  readonly beStats;
   readonly drops;
   /** sy_maglev: outer array, svc_id → inner table. Values written are inner map fds; read back as map ids. */
   readonly maglev;
@@ -129,6 +131,7 @@ export class SocketLbDatapath {
     this.tcpRevnat6 = new BpfMap(fd('sy_tcp_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
     this.affinity = new BpfMap(fd('sy_affinity'), affinityKeyCodec, affinityValCodec);
     this.svcStats = new BpfMap(fd('sy_svc_stats'), u32Codec, svcStatsCodec);
+    this.beStats = new BpfMap(fd('sy_be_stats'), u32Codec, beStatsCodec);
     this.drops = new BpfMap(fd('sy_drops'), u32Codec, u64Codec);
     this.maglev = new BpfMap(fd('sy_maglev'), u32Codec, u32Codec);
     this.programs = obj.programs();

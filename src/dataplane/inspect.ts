@@ -11,7 +11,7 @@ import type { InspectMaps } from './maps.js';
 import type { PinnedNames, ReconcilerNames, SvcName } from './names.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
-  backendCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal,
+  backendCodec, beStatsCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal,
 } from './layout.js';
 
 // ---------------------------------------------------------------- names
@@ -263,11 +263,49 @@ export interface BackendEntry {
   node: string | null;
   state: 'ready' | 'terminating';
   local: boolean;
+  /** sy_be_stats summed over CPUs; zeros when the maps have no counters for it. */
+  counters: BackendCounters;
   raw?: RawEntry;
+}
+
+export interface BackendCounters {
+  /** Connections (TCP, connected UDP), datagram destinations and new external flows sent to the backend. */
+  connections: number;
+  /** tc path: new TCP flows the backend answered with a reset. */
+  refused: number;
+  /** tc path: client → backend packets translated, and their bytes. */
+  packets: number;
+  bytes: number;
+}
+
+const ZERO: BackendCounters = { connections: 0, refused: 0, packets: 0, bytes: 0 };
+
+/** Per-backend counters by backend id, summed over CPUs (one read of sy_be_stats). */
+export function backendCounters(maps: InspectMaps): Map<number, BackendCounters> {
+  const out = new Map<number, BackendCounters>();
+  const m = maps.beStats;
+  if (!m) return out;
+  const slot = Math.ceil(beStatsCodec.size / 8) * 8;
+  for (const { key, value } of m.dumpRaw()) {
+    let c = 0n;
+    let r = 0n;
+    let p = 0n;
+    let b = 0n;
+    for (let i = 0; i < m.cpus; i++) {
+      const v = beStatsCodec.decode(value.subarray(i * slot, i * slot + beStatsCodec.size));
+      c += v.connections;
+      r += v.refused;
+      p += v.packets;
+      b += v.bytes;
+    }
+    out.set(key.readUInt32LE(0), { connections: Number(c), refused: Number(r), packets: Number(p), bytes: Number(b) });
+  }
+  return out;
 }
 
 export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = {}): BackendEntry[] {
   const out: BackendEntry[] = [];
+  const counters = backendCounters(maps);
   for (const { key, value } of maps.backends.dumpRaw()) {
     const id = key.readUInt32LE(0);
     const b = backendCodec.decode(value);
@@ -286,6 +324,7 @@ export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = 
       node: n?.node ?? null,
       state: b.flags & BE_F_TERMINATING ? 'terminating' : 'ready',
       local: (b.flags & BE_F_LOCAL) !== 0,
+      counters: counters.get(id) ?? { ...ZERO },
       ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
     });
   }

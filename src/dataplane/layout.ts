@@ -146,6 +146,10 @@ export const affinityValCodec = defineStruct<AffinityVal>('sy_affinity_val', 16,
 export const svcStatsCodec = defineStruct<SvcStats>('sy_svc_stats', 32, [
   ['translations', 0, 'u64'], ['refused', 8, 'u64'], ['packets', 16, 'u64'], ['bytes', 24, 'u64'],
 ]);
+export interface BeStats { connections: bigint; refused: bigint; packets: bigint; bytes: bigint }
+export const beStatsCodec = defineStruct<BeStats>('sy_be_stats', 32, [
+  ['connections', 0, 'u64'], ['refused', 8, 'u64'], ['packets', 16, 'u64'], ['bytes', 24, 'u64'],
+]);
 
 // ------------------------------------------------------------------ tc path
 
@@ -198,7 +202,7 @@ export const ct6ValCodec = defineStruct<CtVal>('sy_ct6_val', 40, [
 /** Structs of the shared maps (bpf/sy_maps.h): in every object's BTF. */
 export const SHARED_STRUCTS: readonly StructCodec<any>[] = [
   svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat4KeyCodec, sockRevnat4ValCodec,
-  sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec,
+  sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec, beStatsCodec,
 ];
 /** Structs of the tc-only maps (bpf/tc_maps.h): in tc_lb.o alone. */
 export const TC_STRUCTS: readonly StructCodec<any>[] = [

@@ -10,7 +10,7 @@ import { BpfMap, u32Codec, u64Codec, type Codec } from '../bpf/map.js';
 import { MapType, mapTypeName } from '../bpf/constants.js';
 import { isBpfError, native } from '../bpf/native.js';
 import type { SocketLbDatapath } from './datapath.js';
-import { MAGLEV_SIZE_SLOT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
+import { MAGLEV_SIZE_SLOT, affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
 
 export interface InspectMaps {
   readonly bpfRoot: string;
@@ -20,6 +20,8 @@ export interface InspectMaps {
   readonly maglev: SocketLbDatapath['maglev'];
   readonly affinity: SocketLbDatapath['affinity'];
   readonly svcStats: SocketLbDatapath['svcStats'];
+  /** Per-backend counters; undefined when the pins predate them. */
+  readonly beStats?: SocketLbDatapath['beStats'];
   readonly drops: SocketLbDatapath['drops'];
   /** The table installed for svcId, or undefined (none, or the shared no-table map). Caller closes it. */
   openMaglevTable(svcId: number): BpfMap<number, number> | undefined;
@@ -93,6 +95,7 @@ export function datapathMaps(dp: SocketLbDatapath): InspectMaps {
     maglev: dp.maglev,
     affinity: dp.affinity,
     svcStats: dp.svcStats,
+    beStats: dp.beStats,
     drops: dp.drops,
     openMaglevTable: (id) => dp.openMaglevTable(id),
     readMaglevTable: (t) => dp.readMaglevTable(t),
@@ -127,6 +130,7 @@ export function openPinnedMaps(bpfRoot: string): PinnedMaps {
       maglev,
       affinity: open('sy_affinity', affinityKeyCodec, affinityValCodec),
       svcStats: open('sy_svc_stats', u32Codec, svcStatsCodec),
+      beStats: existsSync(join(bpfRoot, 'sy_be_stats')) ? open('sy_be_stats', u32Codec, beStatsCodec) : undefined,
       drops: open('sy_drops', u32Codec, u64Codec),
       openMaglevTable: (id) => openMaglevTable(maglev, id),
       readMaglevTable,

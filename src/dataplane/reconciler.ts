@@ -28,7 +28,7 @@ import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, MAGLEV_SIZE_SLOT, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
-  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec,
+  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec, beStatsCodec,
   type BackendVal, type SvcVal,
 } from './layout.js';
 
@@ -235,6 +235,15 @@ export class Reconciler {
       this.unrefCandidates.add(id);
       if (id >= this.nextBackendId) this.nextBackendId = id + 1;
     }
+    // Per-backend counters: one entry per live backend (pins left by an older agent
+    // have none), none for ids that are gone.
+    const withStats = new Set<number>();
+    for (const { key } of this.dp.beStats.dumpRaw()) {
+      const id = key.readUInt32LE(0);
+      if (this.beById.has(id)) withStats.add(id);
+      else this.dp.beStats.deleteRaw(key);
+    }
+    this.resetBackendStats([...this.beById.keys()].filter((id) => !withStats.has(id)));
     // Backend ids are unique within an agent's life, but the next id after a
     // restart is the highest live one + 1, so an id deleted last may come back.
     // Affinity entries naming an id that is not live go now, before any reuse.
@@ -446,12 +455,17 @@ export class Reconciler {
         errors.push({ reason: `backend ${id}: ${err.message}` });
       },
     );
+    const freshBackends: number[] = [];
     for (const [id, w] of beWrites) {
       if (failedBackends.has(id)) continue;
+      // A backend new to the map starts its counters at 0 (a changed one keeps them).
+      if (w.state.hex === '') freshBackends.push(id);
       w.state.hex = w.hex;
       w.state.mkey = w.mkey;
       written.backends++;
     }
+
+    this.resetBackendStats(freshBackends);
 
     // 2. Tables: built aside, then published in batches (one RCU wait per batch, not per table).
     interface Pending {
@@ -614,6 +628,7 @@ export class Reconciler {
           continue;
         }
         deleted.backends++;
+        this.deleteBackendStats(id);
       }
       this.beById.delete(id);
       if (b.ident !== undefined && this.idByIdent.get(b.ident) === id) this.idByIdent.delete(b.ident);
@@ -678,6 +693,29 @@ export class Reconciler {
   }
 
   /** Zeroes the per-CPU counters of newly allocated service ids. */
+  /** Zeroed per-backend counters for these backend ids (the programs only add to existing entries). */
+  private resetBackendStats(ids: number[]): void {
+    if (ids.length === 0) return;
+    const vs = beStatsCodec.size * this.dp.beStats.cpus;
+    const zero = Buffer.alloc(vs);
+    this.writeBatch(
+      this.dp.beStats,
+      ids.map((id) => [id, zero, id] as const),
+      () => {
+        /* counters are best effort; a backend without them still serves */
+      },
+      vs,
+    );
+  }
+
+  private deleteBackendStats(id: number): void {
+    try {
+      this.dp.beStats.delete(id);
+    } catch {
+      /* best effort, as above */
+    }
+  }
+
   private resetStats(ids: number[]): void {
     if (ids.length === 0) return;
     const vs = svcStatsCodec.size * this.dp.svcStats.cpus;

@@ -10,11 +10,11 @@ import type { NodeInfo } from '../model/types.js';
 import { nodeInfoFromObject } from '../model/index.js';
 import { parseIP } from '../model/ip.js';
 import type { InspectMaps } from '../dataplane/maps.js';
-import { listServices, type Names } from '../dataplane/inspect.js';
+import { backendCounters, listServices, type Names } from '../dataplane/inspect.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import { BadQuery } from '../dataplane/tables.js';
 import type { Snapshot } from '../source/types.js';
-import { Explainer, type BackendCounters, type ExplainObjects, type ExplainReport, type HealthCheckReport, type Verdict } from './explain.js';
+import { Explainer, type ExplainObjects, type ExplainReport, type HealthCheckReport, type Verdict } from './explain.js';
 import { probeTargets, runProbe } from './probe.js';
 
 export interface DiagnoseDeps {
@@ -32,7 +32,6 @@ export interface DiagnoseDeps {
   fetchService?: (namespace: string, name: string) => Promise<unknown | undefined>;
   /** The cgroup the socket hooks are attached to: where the probe runs. */
   cgroup?: string;
-  backendCounters?: () => Map<number, BackendCounters> | undefined;
   /** Where health check node ports are asked (default 127.0.0.1: this node). */
   healthCheckHost?: string;
 }
@@ -84,7 +83,7 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
     node,
     serviceProxyName: deps.serviceProxyName,
     objects,
-    kernel: { services, backendCounters: deps.backendCounters?.(), drift: deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
+    kernel: { services, backendCounters: backendCounters(deps.maps), drift: deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
   });
   return { explainer, guessed: nn.guessed, node, source: objects?.source ?? null };
 }

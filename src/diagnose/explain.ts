@@ -21,7 +21,7 @@ import { parseIP } from '../model/ip.js';
 import { buildEndpointsMap, portKey, serviceKey, type EndpointInfo } from '../model/endpoints.js';
 import { topologyModeFromHints, type TopologyMode } from '../model/topology.js';
 import { isObject, normalizeService, normalizeSlice, parseCIDR, type ServiceSpecNorm, type SliceNorm } from '../model/validate.js';
-import type { ServiceEntry } from '../dataplane/inspect.js';
+import type { BackendCounters, ServiceEntry } from '../dataplane/inspect.js';
 import { hostPort } from '../dataplane/inspect.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 
@@ -50,12 +50,7 @@ export interface Verdict {
   port?: string;
 }
 
-export interface BackendCounters {
-  connections: number;
-  refused: number;
-  packets: number;
-  bytes: number;
-}
+export type { BackendCounters };
 
 export interface EndpointView {
   address: string;
