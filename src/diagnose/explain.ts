@@ -531,7 +531,7 @@ export class Explainer {
         if (rejectedPort) {
           report.verdict = { code: 'rejected', text: `rejected: Service ${sk} port ${ref.port}: ${rejectedPort}`, port: ref.port };
         } else {
-          report.verdict = { code: 'no-such-port', text: `no such port: ${sk} has no port named or numbered ${JSON.stringify(ref.port)} (it has ${svc.ports.map((p) => p.name || String(p.port)).join(', ') || 'none'})`, port: ref.port };
+          report.verdict = { code: 'no-such-port', text: `no such port: ${sk} has no port named or numbered ${JSON.stringify(ref.port)} (it has: ${svc.ports.map((p) => p.name || String(p.port)).join(', ') || 'none'})`, port: ref.port };
         }
         return report;
       }

@@ -91,6 +91,9 @@ describe('explain and trace in the lab', () => {
       // A NodePort with Cluster policy and backends on both nodes (trace on the tc path).
       service('np', { type: 'NodePort', clusterIPs: ['10.96.2.11'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30180 }] }),
       endpointSlice(lab, 'np', web, [{ name: 'http', port: 8080 }]),
+      // sessionAffinity: one client sticks to one backend (a skew that is expected).
+      service('sticky', { clusterIPs: ['10.96.2.12'], affinitySeconds: 600, ports: [{ name: 'http', port: 80, targetPort: 8080 }] }),
+      endpointSlice(lab, 'sticky', web, [{ name: 'http', port: 8080 }]),
     ];
   }
 
@@ -99,7 +102,7 @@ describe('explain and trace in the lab', () => {
     lab.up();
     lab.exec('ext', ['ip', 'route', 'add', `${LB_IP}/32`, 'via', N1]);
     lab.writeObjects(objects());
-    await lab.startAgent('n1', testPort(40), ['--resync-interval', '0'], { netns: true });
+    await lab.startAgent('n1', testPort(40), ['--resync-interval', '0', '--metrics-backend-cap', '4', '--stats-interval', '1'], { netns: true });
     await lab.waitApplied(lab.writeObjects(objects()), 10_000);
     socket = lab.state.agents.n1.apiSocket!;
   });
@@ -266,6 +269,75 @@ describe('explain and trace in the lab', () => {
       assert.equal(`${t.backend.address}:${t.backend.port}`, `${k.addr}:${k.port}`, `cookie ${k.cookie}`);
       assert.ok(answered.has(`${k.addr}:${k.port}`));
     }
+  });
+
+  /** The backends of one Service port in /v1/stats, by address:port. */
+  async function statsOf(service: string, port = 'http'): Promise<Map<string, any>> {
+    const body = (await lab.agentGet('n1', `/v1/stats?service=${service}`)).body;
+    const p = body.items.find((x: any) => x.portName === port);
+    assert.ok(p, JSON.stringify(body));
+    return new Map(p.backends.map((b: any) => [`${b.address}:${b.port}`, b]));
+  }
+
+  test('per-backend counters: connections through the socket hooks, packets and bytes through tc, each against the backend that answered', async () => {
+    const before = await statsOf('web');
+    const r = await lab.client('client-n1', ['tcp', '10.96.0.10', 80, 60]);
+    assert.deepEqual(r.errors, {});
+    const after1 = await statsOf('web');
+    for (const pod of web) {
+      const k = `${lab.podIp(pod)}:8080`;
+      assert.equal(after1.get(k).connections - before.get(k).connections, r.counts[pod] ?? 0, `${pod}: connections counted = connections it answered`);
+      assert.equal(after1.get(k).packets, before.get(k).packets, 'no tc packets for the socket path');
+    }
+    // One external connection to the NodePort from a fixed port: only the backend that answered moves.
+    const b0 = await statsOf('np');
+    const ext = await lab.external(['tcp-from', N1, 30180, 41500]);
+    const b1 = await statsOf('np');
+    for (const pod of web) {
+      const k = `${lab.podIp(pod)}:8080`;
+      const d = { c: b1.get(k).connections - b0.get(k).connections, p: b1.get(k).packets - b0.get(k).packets, b: b1.get(k).bytes - b0.get(k).bytes };
+      if (pod === ext.pod) {
+        assert.equal(d.c, 1, 'one new flow');
+        assert.ok(d.p >= 3 && d.b >= d.p * 54, `SYN, ACK, data, FIN…: ${JSON.stringify(d)}`);
+      } else assert.deepEqual(d, { c: 0, p: 0, b: 0 }, pod);
+    }
+    // The same numbers in the metrics (capped: 4 backends keep series, the rest sum under _other).
+    const text = (await lab.agentGet('n1', '/metrics')).body as string;
+    const capped = Number(/^switchyard_backend_metrics_capped (\d+)$/m.exec(text)?.[1]);
+    assert.ok(capped > 0, 'more backends than the cap');
+    const series = text.split('\n').filter((l) => l.startsWith('switchyard_backend_connections_total{'));
+    assert.equal(series.length, 5, `4 backends and _other: ${series.join('\n')}`);
+    assert.ok(series.some((l) => l.includes('service="_other"') && l.includes('backend="_other"')));
+    const sum = series.reduce((a, l) => a + Number(l.split(' ').pop()), 0);
+    const all = (await lab.agentGet('n1', '/v1/backends')).body.items.reduce((a: number, b: any) => a + b.counters.connections, 0);
+    assert.equal(sum, all, 'nothing lost by the cap');
+    // maps backends -o wide carries the counters.
+    const wide = viaApi(['maps', 'backends', '--service', 'np', '-o', 'wide']);
+    assert.match(wide.out, /^ID\s+ADDRESS\s+NAMESPACE\s+NAME\s+PORT\s+NODE\s+STATE\s+LOCAL\s+FAMILY\s+CONNECTIONS\s+REFUSED\s+PACKETS\s+BYTES$/m);
+    assert.match(wide.out, new RegExp(`${lab.podIp(ext.pod).replace(/\./g, '\\.')}:8080/TCP\\s+default\\s+np\\s+http\\s+\\S+\\s+ready\\s+(yes|no)\\s+4\\s+[1-9]\\d*\\s+0\\s+[1-9]`));
+  });
+
+  test('stats: the table and its rates under load, and a skew hint where sessionAffinity concentrates a client', async () => {
+    const load = lab.client('client-n1', ['loop', '10.96.0.10', 80, 4000]);
+    await new Promise((r) => setTimeout(r, 500));
+    const rated = viaApi(['stats', '--service', 'web', '--rate', '--interval', '2', '-o', 'json']);
+    await load;
+    const http = JSON.parse(rated.out).items.find((p: any) => p.portName === 'http');
+    assert.ok(http.rates.connections > 1, `connections per second under a client loop: ${JSON.stringify(http.rates)}`);
+    assert.ok(http.backends.every((b: any) => b.rates.connections > 0), 'every backend takes new connections');
+    const text = viaPins(['stats', '--service', 'web'], { source: false });
+    assert.match(text.out, /^SERVICE\s+NODE\s+SHARE\s+CONNECTIONS\s+REFUSED\s+PACKETS\s+BYTES$/m);
+    assert.match(text.out, /^default\/web:http\/TCP\s+-\s+-\s+\d+\s+0\s+0\s+0$/m);
+    assert.match(text.out, new RegExp(`^  -> ${lab.podIp('web-0').replace(/\./g, '\\.')}:8080\\s+n1\\s+\\d+\\.\\d%\\s+\\d+`, 'm'));
+    // The API's own sampler gives rates too.
+    const api = (await lab.agentGet('n1', '/v1/stats?service=web')).body;
+    assert.equal(typeof api.rateWindowSec, 'number');
+    // One client, sessionAffinity: every connection to one backend; the hint says so and why.
+    const r = await lab.client('client-n1', ['tcp', '10.96.2.12', 80, 120]);
+    assert.equal(Object.keys(r.counts).length, 1);
+    const sticky = JSON.parse(viaApi(['stats', '--service', 'sticky', '-o', 'json']).out).items[0];
+    assert.match(sticky.skew, new RegExp(`^${lab.podIp(Object.keys(r.counts)[0]).replace(/\./g, '\\.')}:8080 got 100% of 120 connections, its table share is 3[34]%: sessionAffinity keeps each client on one backend`));
+    assert.equal(JSON.parse(viaApi(['stats', '--service', 'web', '-o', 'json']).out).items.find((p: any) => p.portName === 'http').skew, null, 'no skew for the spread Service');
   });
 
   test('bad input gets a message, not a crash', () => {
