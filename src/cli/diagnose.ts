@@ -12,7 +12,12 @@ import { PinnedNames } from '../dataplane/names.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
 import { human, renderExplain, renderTrace } from '../diagnose/render.js';
 import { ratesBetween, readStats, type StatsReport } from '../diagnose/stats.js';
-import { hostPort } from '../dataplane/inspect.js';
+import { hostPort, listBackends, listServices } from '../dataplane/inspect.js';
+import { mapStats } from '../dataplane/maps.js';
+import { PAGE_LIMIT_MAX, listAffinity, listFlows } from '../dataplane/tables.js';
+import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
+import { nodeReport } from '../diagnose/node.js';
+import { SnapshotCollector, collectExplain, writeArchive } from '../diagnose/snapshot.js';
 import { parseHostPort, trace, type TraceQuery } from '../diagnose/trace.js';
 import { FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
@@ -235,4 +240,81 @@ function renderStats(r: StatsReport, rates: boolean): string {
   if (rates && r.rateWindowSec !== null) lines.push(`rates over ${r.rateWindowSec} s`);
   for (const p of r.items) if (p.skew) lines.push(`skew: ${p.namespace}/${p.service}:${p.portName}: ${p.skew}`);
   return lines.join('\n');
+}
+
+/**
+ * `switchyard snapshot [-o FILE]`: everything an incident report needs from
+ * this node in one .tar.gz (see diagnose/snapshot.ts); `-o -` writes it to
+ * stdout. Through the agent's API, or from the pins (then without metrics,
+ * logs and drift, which live in the agent).
+ */
+export async function snapshotCommand(o: DiagnoseOpts): Promise<number> {
+  const at = new Date();
+  const c = new SnapshotCollector();
+  const root = o['bpf-root'];
+  let node = '';
+  if (root) {
+    const d = await pinsDiagnose(o);
+    try {
+      const names = d.deps.names();
+      const maps = d.deps.maps;
+      await c.add('status.json', () => ({ bpfRoot: root, links: pinnedLinks(root), kernel: probeFeatures(), maps: mapStats(root) }));
+      await c.add('services.json', () => ({ items: listServices(maps, names) }));
+      await c.add('backends.json', () => ({ items: listBackends(maps, names) }));
+      await c.add('affinity.json', () => listAffinity(maps, names, { limit: PAGE_LIMIT_MAX }));
+      await c.add('flows.json', () => listFlows(maps, names, { limit: PAGE_LIMIT_MAX }));
+      await c.add('stats.json', () => readStats(maps, names));
+      await collectExplain(c, () => explainAll(d.deps), (ns, name) => explainService(d.deps, { namespace: ns, name }));
+      const nr = (await c.add('node.json', () => nodeReport(root))) as { hostname?: string } | undefined;
+      node = o['node-name'] ?? nr?.hostname ?? 'node';
+      c.problems.push('metrics, logs and drift: not collected (they live in the agent; run snapshot through its API to get them)');
+    } finally {
+      d.close();
+    }
+  } else {
+    const api = (path: string) => () => apiGet(o['api-addr'], path);
+    const status = (await c.add('status.json', api('/v1/status'))) as { node?: string } | undefined;
+    if (!status) throw new Error(`cannot read the agent's status: ${c.problems.join('; ')}`);
+    node = status.node ?? 'node';
+    await c.add('services.json', api('/v1/services'));
+    await c.add('backends.json', api('/v1/backends'));
+    await c.add('affinity.json', api(`/v1/affinity?limit=${PAGE_LIMIT_MAX}`));
+    await c.add('flows.json', api(`/v1/flows?limit=${PAGE_LIMIT_MAX}`));
+    await c.add('stats.json', api('/v1/stats'));
+    await c.add('drift.json', api('/v1/drift'));
+    await collectExplain(c, api('/v1/explain'), (ns, name) => apiGet(o['api-addr'], `/v1/explain/${encodeURIComponent(`${ns}/${name}`)}`));
+    await c.add('metrics.txt', api('/metrics'), true);
+    await c.add('logs.jsonl', async () => {
+      const l = await apiGet(o['api-addr'], '/v1/logs');
+      return `${l.lines.join('\n')}\n${l.dropped ? `{"note":"${l.dropped} older lines no longer kept"}\n` : ''}`;
+    }, true);
+    await c.add('node.json', api('/v1/node'));
+  }
+  const stamp = at.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const dir = `switchyard-snapshot-${node.replace(/[^A-Za-z0-9._-]/g, '_')}-${stamp}`;
+  c.text(
+    'README.txt',
+    [
+      `switchyard snapshot of node ${node}, taken ${at.toISOString()}`,
+      `read from: ${root ? `the pins under ${root}${o.source || o.kubeconfig || o.apiserver ? ' and the objects of the given source' : ' (no object source given: explain tells only what the maps hold)'}` : `the agent's API at ${o['api-addr'] ?? 'the default address'}`}`,
+      '',
+      'status.json      status: readiness, last sync, rejected objects, links, kernel features, map occupancy',
+      'services.json    frontends in the maps with their backends and Maglev shares; backends.json: every backend with its counters',
+      'affinity.json, flows.json   sessionAffinity entries and tc-path flow state (first page)',
+      'stats.json       per Service port and backend: connections, refused, packets, bytes, shares, skew',
+      'drift.json       desired state vs the maps (agent only)',
+      'explain/         summary.txt: every Service\'s verdict; NS_NAME.txt/json: each Service with a problem',
+      'metrics.txt      Prometheus metrics; logs.jsonl: the agent\'s recent log lines (agent only)',
+      'node.json        kernel, programs, conntrack count and max, switchyard\'s iptables rules',
+      '',
+      'Credentials are never read; private keys, tokens and credential fields that object contents or logs carried are redacted.',
+      ...(c.problems.length ? ['', 'Not collected:', ...c.problems.map((p) => `  ${p}`)] : []),
+      '',
+    ].join('\n'),
+  );
+  const file = o.output && o.output !== '' ? o.output : `${dir}.tar.gz`;
+  await writeArchive(c.files, dir, file);
+  const say = file === '-' ? console.error : console.log;
+  say(`snapshot of ${node}: ${c.files.length} files in ${file === '-' ? 'stdout' : file}${c.problems.length ? `; not collected: ${c.problems.join('; ')}` : ''}`);
+  return 0;
 }

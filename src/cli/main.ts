@@ -32,7 +32,7 @@ import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
 import { NorthSouth } from '../agent/northsouth.js';
 import { registerTcMetrics } from '../agent/metrics.js';
 import { LogRing, ringLogger } from '../agent/logring.js';
-import { explainCommand, statsCommand, traceCommand } from './diagnose.js';
+import { explainCommand, snapshotCommand, statsCommand, traceCommand } from './diagnose.js';
 import { StatsSampler } from '../diagnose/stats.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
@@ -59,6 +59,9 @@ Usage:
   switchyard stats   [--namespace NS] [--service NAME] [--rate [--interval SEC]] [-o table|json|yaml]
                      [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR]
                      (per Service port and backend: connections, refused, packets, bytes, share; ipvsadm -Ln --stats/--rate)
+  switchyard snapshot [-o FILE|-] [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR [--source … --node-name N]]
+                     (one .tar.gz for an incident: status, maps, stats, drift, explain of every Service with a problem,
+                      metrics, recent logs, kernel and programs, conntrack count/max, switchyard's iptables rules)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
                      (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
                       --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
@@ -442,6 +445,9 @@ export async function main(argv: string[]): Promise<number> {
     case 'explain':
       if (positionals.length > 1) throw new Error(`explain: one Service at a time, got ${positionals.join(' ')}`);
       return explainCommand(positionals[0], o);
+    case 'snapshot':
+      if (positionals.length) throw new Error(`snapshot: unexpected ${positionals.join(' ')} (give the file with -o FILE)`);
+      return snapshotCommand(o);
     case 'stats':
       if (positionals.length) throw new Error(`stats: unexpected ${positionals.join(' ')} (filter with --namespace / --service)`);
       return statsCommand(o);

@@ -12,6 +12,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { Lab, defaultSpec } from '../../src/lab/lab.js';
@@ -25,6 +27,8 @@ const N1 = '10.0.0.11';
 const EXT = '10.0.0.100';
 const LB_IP = '10.0.100.10';
 const HC_PORT = 32010;
+/** Shaped like a service-account token (a JWT): a credential to keep out of every snapshot. */
+const LEAK = 'eyJhbGciOiJSUzI1NiIsImtpZCI6InN5LXRlc3QifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6a3ViZS1zeXN0ZW0ifQ.c2lnbmF0dXJl';
 const web = ['web-0', 'web-1', 'web-2'];
 
 describe('explain and trace in the lab', () => {
@@ -91,6 +95,9 @@ describe('explain and trace in the lab', () => {
       // A NodePort with Cluster policy and backends on both nodes (trace on the tc path).
       service('np', { type: 'NodePort', clusterIPs: ['10.96.2.11'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30180 }] }),
       endpointSlice(lab, 'np', web, [{ name: 'http', port: 8080 }]),
+      // An invalid part carrying a token-like value (a rejection reason quotes it): no snapshot may hold it.
+      service('leaky', { clusterIPs: ['10.96.2.13'], externalIPs: [LEAK], ports: [{ name: 'http', port: 80, targetPort: 8080 }] }),
+      endpointSlice(lab, 'leaky', ['web-0'], [{ name: 'http', port: 8080 }]),
       // sessionAffinity: one client sticks to one backend (a skew that is expected).
       service('sticky', { clusterIPs: ['10.96.2.12'], affinitySeconds: 600, ports: [{ name: 'http', port: 80, targetPort: 8080 }] }),
       endpointSlice(lab, 'sticky', web, [{ name: 'http', port: 8080 }]),
@@ -338,6 +345,72 @@ describe('explain and trace in the lab', () => {
     const sticky = JSON.parse(viaApi(['stats', '--service', 'sticky', '-o', 'json']).out).items[0];
     assert.match(sticky.skew, new RegExp(`^${lab.podIp(Object.keys(r.counts)[0]).replace(/\./g, '\\.')}:8080 got 100% of 120 connections, its table share is 3[34]%: sessionAffinity keeps each client on one backend`));
     assert.equal(JSON.parse(viaApi(['stats', '--service', 'web', '-o', 'json']).out).items.find((p: any) => p.portName === 'http').skew, null, 'no skew for the spread Service');
+  });
+
+  /** Unpacks an archive; returns its directory and every file's text by path. */
+  function unpack(file: string): { files: Map<string, string>; top: string } {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-snap-'));
+    execFileSync('tar', ['-xzf', file, '-C', dir]);
+    const [top] = readdirSync(dir);
+    const files = new Map<string, string>();
+    const walk = (rel: string) => {
+      for (const e of readdirSync(join(dir, top, rel), { withFileTypes: true })) {
+        const p = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) walk(p);
+        else files.set(p, readFileSync(join(dir, top, p), 'utf8'));
+      }
+    };
+    walk('');
+    rmSync(dir, { recursive: true, force: true });
+    return { files, top };
+  }
+
+  test('snapshot: one archive with status, maps, stats, drift, explain of every broken Service, metrics, logs, node; nothing secret', () => {
+    const work = mkdtempSync(join(tmpdir(), 'sy-snapshot-'));
+    try {
+      // The rejection quoting the token-like value is there to be leaked.
+      assert.ok(JSON.stringify(viaApi(['explain', 'default/leaky', '-o', 'json']).out).includes(LEAK.slice(0, 40)), 'explain itself shows what the object holds');
+      const file = join(work, 'a.tar.gz');
+      const r = viaApi(['snapshot', '-o', file]);
+      assert.equal(r.code, 0, r.err);
+      assert.match(r.out, new RegExp(`^snapshot of n1: \\d+ files in ${file.replace(/[./]/g, '\\$&')}`));
+      const { files, top } = unpack(file);
+      assert.match(top, /^switchyard-snapshot-n1-\d{8}T\d{6}Z$/);
+      for (const f of ['README.txt', 'status.json', 'services.json', 'backends.json', 'affinity.json', 'flows.json', 'stats.json', 'drift.json', 'explain/summary.txt', 'metrics.txt', 'logs.jsonl', 'node.json']) {
+        assert.ok(files.has(f), `${f} in ${[...files.keys()].join(', ')}`);
+      }
+      assert.equal(JSON.parse(files.get('status.json')!).node, 'n1');
+      assert.match(files.get('explain/summary.txt')!, /^default\/nosel\tno-endpoints\tno endpoints: /m);
+      assert.doesNotMatch(files.get('explain/summary.txt')!, /^default\/web\t(?!ok)/m);
+      assert.ok(!files.has('explain/default_web.txt'), 'a working Service is not detailed');
+      assert.match(files.get('explain/default_notready.txt')!, /^Verdict: no endpoints ready: /m);
+      assert.equal(JSON.parse(files.get('explain/default_drifty.json')!).verdict.code, 'not-programmed');
+      assert.ok(JSON.parse(files.get('drift.json')!).items.some((d: any) => d.kind === 'missing' && d.map === 'sy_svc4'));
+      assert.match(files.get('logs.jsonl')!, /"msg":"applied"/);
+      assert.match(files.get('metrics.txt')!, /^switchyard_backend_connections_total\{/m);
+      const node = JSON.parse(files.get('node.json')!);
+      assert.ok(node.iptables.some((t: any) => t.rules.some((l: string) => l.includes('SWITCHYARD-POSTROUTING') && l.includes('MASQUERADE'))), JSON.stringify(node.iptables));
+      assert.ok(node.links.some((l: any) => l.pin === 'sy_connect4'));
+      assert.equal(typeof node.kernel.release, 'string');
+      assert.ok(node.conntrack.note || typeof node.conntrack.count === 'number', JSON.stringify(node.conntrack));
+      assert.ok(JSON.parse(files.get('stats.json')!).items.length > 5);
+      for (const [path, text] of files) {
+        assert.ok(!text.includes(LEAK.slice(0, 30)), `${path} holds the token-like value`);
+        assert.doesNotMatch(text, /PRIVATE KEY-----/, path);
+      }
+      assert.match(files.get('explain/default_leaky.txt')!, /invalid externalIP "\[redacted token\]/);
+      // From the pins with the objects: no agent needed; what lives only in the agent is said to be missing.
+      const pinsFile = join(work, 'b.tar.gz');
+      const p = viaPins(['snapshot', '-o', pinsFile]);
+      assert.equal(p.code, 0, p.err);
+      const pins = unpack(pinsFile).files;
+      assert.match(pins.get('README.txt')!, /metrics, logs and drift: not collected/);
+      assert.match(pins.get('explain/summary.txt')!, /^default\/nosel\tno-endpoints\t/m);
+      assert.ok(!pins.has('metrics.txt'));
+      assert.ok(existsSync(pinsFile));
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   });
 
   test('bad input gets a message, not a crash', () => {
