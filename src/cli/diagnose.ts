@@ -10,6 +10,7 @@ import { resolveNames } from '../dataplane/inspect.js';
 import { openPinnedMaps } from '../dataplane/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
+import { isProblem } from '../diagnose/explain.js';
 import { human, renderExplain, renderTrace } from '../diagnose/render.js';
 import { ratesBetween, readStats, type StatsReport } from '../diagnose/stats.js';
 import { hostPort, listBackends, listServices } from '../dataplane/inspect.js';
@@ -115,7 +116,7 @@ const qs = (q: Record<string, string | undefined>) => {
   return p.size ? `?${p}` : '';
 };
 
-/** Exit code 0 when the verdict is OK, 1 when it names a problem (like `drift`). */
+/** Exit code 0 when the verdict is OK (or the Service is ignored by design), 1 when it names a problem (like `drift`). */
 export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): Promise<number> {
   const out = outputOf(o);
   const root = o['bpf-root'];
@@ -135,7 +136,7 @@ export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): 
         ? o.problems ? `no Service with a problem on ${list.node}` : `no Service on ${list.node}`
         : table(list.items.map((i) => ({ namespace: i.namespace, name: i.name, verdict: i.verdict.code, detail: i.verdict.text })), ['namespace', 'name', 'verdict', 'detail']),
     );
-    return list.items.some((i) => i.verdict.code !== 'ok') ? 1 : 0;
+    return list.items.some((i) => isProblem(i.verdict.code)) ? 1 : 0;
   }
   const ref = parseServiceRef(arg);
   let report;
@@ -150,7 +151,7 @@ export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): 
     report = await apiGet(o['api-addr'], `/v1/explain/${encodeURIComponent(arg)}${qs({ probe: o.probe ? 'true' : undefined, from: o.from })}`);
   }
   print(out, report, () => renderExplain(report));
-  return report.verdict.code === 'ok' ? 0 : 1;
+  return isProblem(report.verdict.code) ? 1 : 0;
 }
 
 export async function traceCommand(o: DiagnoseOpts): Promise<number> {

@@ -14,7 +14,7 @@ import { backendCounters, listServices, type Names } from '../dataplane/inspect.
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import { BadQuery } from '../dataplane/tables.js';
 import type { Snapshot } from '../source/types.js';
-import { Explainer, type ExplainObjects, type ExplainReport, type HealthCheckReport, type Verdict } from './explain.js';
+import { Explainer, isProblem, type ExplainObjects, type ExplainReport, type HealthCheckReport, type Verdict } from './explain.js';
 import { probeTargets, runProbe } from './probe.js';
 
 export interface DiagnoseDeps {
@@ -151,13 +151,13 @@ export interface ExplainSummary {
   verdict: Verdict;
 }
 
-/** Every Service's verdict (no probe, no health check): the list `switchyard explain` prints without a Service. */
+/** Every Service's verdict (no probe, no health check): the list `switchyard explain` prints without a Service; problemsOnly leaves out OK and ignored ones. */
 export async function explainAll(deps: DiagnoseDeps, o: { problemsOnly?: boolean } = {}): Promise<{ node: string; source: string | null; items: ExplainSummary[] }> {
   const { explainer, node, source } = await context(deps, {});
   const items: ExplainSummary[] = [];
   for (const s of explainer.serviceNames()) {
     const r = explainer.explain(s);
-    if (o.problemsOnly && r.verdict.code === 'ok') continue;
+    if (o.problemsOnly && !isProblem(r.verdict.code)) continue;
     items.push({ namespace: s.namespace, name: s.name, verdict: r.verdict });
   }
   return { node: node.name, source, items };

@@ -42,6 +42,11 @@ export type VerdictCode =
   | 'backend-not-answering'
   | 'frontend-not-answering';
 
+/** Verdicts that name no fault of this node's proxying: OK, and Services a proxy does not look at by design. */
+export function isProblem(code: VerdictCode): boolean {
+  return code !== 'ok' && code !== 'ignored';
+}
+
 export interface Verdict {
   code: VerdictCode;
   /** One line, for a person. */
@@ -375,7 +380,7 @@ function whyUnused(ep: EndpointInfo, all: EndpointInfo[], policy: 'Cluster' | 'L
     if (mode === 'PreferSameNode') return `topology: its hints name node ${[...(ep.nodeHints ?? [])].join(', ') || '(none)'}, not ${node.name}`;
     return `not ready (${epState(ep)})`;
   }
-  return `not ready and not serving (${epState(ep)}); no endpoint is ready, so serving terminating ones would be used`;
+  return `${epState(ep)}: with no endpoint ready, only serving terminating ones would be used`;
 }
 
 function availableForTopology(ep: EndpointInfo, mode: TopologyMode, node: NodeInfo): boolean {
@@ -749,10 +754,11 @@ export class Explainer {
     }
     // 2. The kernel: what this node programmed.
     for (const p of report.ports) {
+      // What the objects ask for and the maps lack says it best; the agent's drift entries otherwise.
       const problems = p.frontends.flatMap((f) => f.problems);
-      const drift = p.drift.map((d) => `${d.map} ${d.key}: ${d.kind}`);
-      if (problems.length || drift.length) {
-        return { code: 'not-programmed', port: portLabel(p), text: `not programmed here (drift): ${[...problems, ...drift].slice(0, 3).join('; ')}${problems.length + drift.length > 3 ? ` (+${problems.length + drift.length - 3} more)` : ''}` };
+      const items = problems.length ? problems : p.drift.map((d) => `${d.map} ${d.key}: ${d.kind}`);
+      if (items.length) {
+        return { code: 'not-programmed', port: portLabel(p), text: `not programmed here (drift): ${items.slice(0, 3).join('; ')}${items.length > 3 ? ` (+${items.length - 3} more)` : ''}` };
       }
     }
     // 3. The client's source against loadBalancerSourceRanges.

@@ -21,7 +21,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { renderExplain } from './render.js';
-import type { ExplainReport } from './explain.js';
+import { isProblem, type ExplainReport } from './explain.js';
 import type { ExplainSummary } from './diagnose.js';
 
 /** Removes credentials from text: private keys, bearer tokens, JWTs, kubeconfig credential fields. */
@@ -76,7 +76,7 @@ export async function collectExplain(
   const all = (await c.add('explain/summary.json', list)) as { node: string; items: ExplainSummary[] } | undefined;
   if (!all) return;
   c.text('explain/summary.txt', `${all.items.map((i) => `${i.namespace}/${i.name}\t${i.verdict.code}\t${i.verdict.text}`).join('\n')}\n`);
-  const bad = all.items.filter((i) => i.verdict.code !== 'ok');
+  const bad = all.items.filter((i) => isProblem(i.verdict.code));
   for (const i of bad.slice(0, max)) {
     const r = (await c.add(explainPath(i.namespace, i.name, 'json'), () => one(i.namespace, i.name))) as ExplainReport | undefined;
     if (r) c.text(explainPath(i.namespace, i.name, 'txt'), `${renderExplain(r)}\n`);

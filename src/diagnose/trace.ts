@@ -356,19 +356,19 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
       }
       report.sourceRange = { ranges, allowed };
       if (!allowed) {
-        report.outcome = { action: 'drop', counter: 'drop_source_range', text: `dropped: ${from.addr} is outside loadBalancerSourceRanges ${ranges.join(', ') || '(none readable)'}` };
+        report.outcome = { action: 'drop', counter: 'drop_source_range', text: `${from.addr} is outside loadBalancerSourceRanges ${ranges.join(', ') || '(none readable)'}` };
         return report;
       }
     }
     // 3. No backend.
     if (svc.backendCount === 0) {
       report.outcome = extFlags & EXT_F_LOCAL
-        ? { action: 'drop', counter: 'drop_no_local_backend', text: 'dropped: externalTrafficPolicy Local and no endpoint on this node (a load balancer should see this node fail its health check node port)' }
-        : { action: 'drop', counter: 'drop_no_backend', text: 'dropped: the Service has no endpoint' };
+        ? { action: 'drop', counter: 'drop_no_local_backend', text: 'externalTrafficPolicy Local and no endpoint on this node (a load balancer should see this node fail its health check node port)' }
+        : { action: 'drop', counter: 'drop_no_backend', text: 'the Service has no endpoint' };
       return report;
     }
   } else if (svc.backendCount === 0) {
-    report.outcome = { action: 'refuse', counter: 'no_backend', text: 'refused: connect() fails at once with ECONNREFUSED (the Service has no endpoint usable from this node); a datagram send fails the same way' };
+    report.outcome = { action: 'refuse', counter: 'no_backend', text: 'connect() fails at once with ECONNREFUSED (the Service has no endpoint usable from this node); a datagram send fails the same way' };
     return report;
   }
 
@@ -398,8 +398,8 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
   // 5. Maglev.
   if (m === 0) {
     report.outcome = q.nodeClient
-      ? { action: 'refuse', counter: 'no_maglev_table', text: 'refused with EHOSTUNREACH: the service entry has no Maglev table (transient during a sync)' }
-      : { action: 'drop', counter: 'drop_no_table', text: 'dropped: the service entry has no Maglev table (transient during a sync)' };
+      ? { action: 'refuse', counter: 'no_maglev_table', text: 'EHOSTUNREACH: the service entry has no Maglev table (transient during a sync)' }
+      : { action: 'drop', counter: 'drop_no_table', text: 'the service entry has no Maglev table (transient during a sync)' };
     return report;
   }
   let hash: number | undefined;
@@ -422,7 +422,9 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
     report.maglev = { known: false, why, m, candidates: candidates() };
     report.outcome = {
       action: 'forward',
-      text: `forwarded to one of ${report.maglev.candidates.length} backends by its share`,
+      text: q.nodeClient
+        ? `to one of the ${report.maglev.candidates.length} backends, each by its share: connect() is rewritten to it, no NAT on the wire`
+        : `to one of the ${report.maglev.candidates.length} backends, each by its share; masquerade when it is on another node`,
       ...(q.nodeClient ? {} : { masquerade: undefined }),
     };
     return report;
@@ -433,8 +435,8 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
   const be = backendOf(id);
   if (!be) {
     report.outcome = q.nodeClient
-      ? { action: 'refuse', counter: 'backend_missing', text: `refused with EHOSTUNREACH: slot ${slot} names backend id ${id}, which sy_backend lacks` }
-      : { action: 'drop', counter: 'drop_no_table', text: `dropped: slot ${slot} names backend id ${id}, which sy_backend lacks` };
+      ? { action: 'refuse', counter: 'backend_missing', text: `EHOSTUNREACH: slot ${slot} names backend id ${id}, which sy_backend lacks` }
+      : { action: 'drop', counter: 'drop_no_table', text: `slot ${slot} names backend id ${id}, which sy_backend lacks` };
     return report;
   }
   return finish(report, be, q, `Maglev slot ${slot} of ${m}`);
@@ -446,8 +448,8 @@ function finish(report: TraceReport, be: TraceBackend, q: TraceQuery, how: strin
   const family = report.frontend!.address.includes(':') ? 6 : 4;
   if (family !== (be.address.includes(':') ? 6 : 4)) {
     report.outcome = q.nodeClient
-      ? { action: 'refuse', counter: 'family_mismatch', text: `refused with EHOSTUNREACH: ${how} names ${to}, of the other address family` }
-      : { action: 'drop', counter: 'drop_family', text: `dropped: ${how} names ${to}, of the other address family` };
+      ? { action: 'refuse', counter: 'family_mismatch', text: `EHOSTUNREACH: ${how} names ${to}, of the other address family` }
+      : { action: 'drop', counter: 'drop_family', text: `${how} names ${to}, of the other address family` };
     return report;
   }
   const where = be.node ? ` (${be.node}${be.state === 'terminating' ? ', terminating' : ''})` : '';

@@ -136,8 +136,8 @@ test('no endpoints: selector matches nothing, none ready, no selector', () => {
   assert.equal(c.verdict.code, 'none-ready');
   assert.match(c.verdict.text, /^no endpoints ready: default\/c port http has 2 endpoint\(s\), none ready or serving \(2 not ready\)$/);
   assert.deepEqual(c.ports[0].frontends[0].unused.map((u) => u.reason), [
-    'not ready and not serving (not ready); no endpoint is ready, so serving terminating ones would be used',
-    'not ready and not serving (not ready); no endpoint is ready, so serving terminating ones would be used',
+    'not ready: with no endpoint ready, only serving terminating ones would be used',
+    'not ready: with no endpoint ready, only serving terminating ones would be used',
   ]);
 });
 
