@@ -10,7 +10,10 @@
  *   - GET /v1/services and GET /v1/backends (every entry decoded, every table read);
  *   - GET /metrics (every map counted, per-Service counters summed over CPUs);
  *   - GET /v1/status (map occupancy), GET /v1/affinity?limit=500 (empty map);
- *   - Reconciler.drift() in sync (the periodic resync's cost when nothing drifted).
+ *   - Reconciler.drift() in sync (the periodic resync's cost when nothing drifted);
+ *   - GET /v1/stats, the stats sampler's read (every --stats-interval), GET /v1/explain (every
+ *     Service's verdict: the model over every object, each Service against the maps) and
+ *     GET /v1/explain/{svc} for one Service.
  * Nothing is asserted. Pins are removed in `finally` and on SIGINT / SIGTERM.
  */
 import { parseArgs } from 'node:util';
@@ -18,12 +21,14 @@ import { Registry } from 'prom-client';
 import { SocketLbDatapath, cleanupDatapath } from '../src/dataplane/datapath.js';
 import { Reconciler } from '../src/dataplane/reconciler.js';
 import { datapathMaps } from '../src/dataplane/maps.js';
-import { resolveNames } from '../src/dataplane/inspect.js';
+import { backendCounters, resolveNames } from '../src/dataplane/inspect.js';
 import { PinnedNames } from '../src/dataplane/names.js';
 import { buildApp } from '../src/api/server.js';
 import { agentMetrics, datapathMetrics } from '../src/agent/metrics.js';
 import type { Backend, Frontend } from '../src/model/types.js';
 import { findCgroup2Root } from '../src/util/sys.js';
+import { readRawCounters } from '../src/diagnose/stats.js';
+import type { Snapshot } from '../src/source/types.js';
 
 const { values } = parseArgs({ options: { services: { type: 'string', default: '10000' }, endpoints: { type: 'string', default: '10' } } });
 const N = Number(values.services);
@@ -57,6 +62,22 @@ async function msAsync(f: () => Promise<unknown>): Promise<number> {
   return Number(process.hrtime.bigint() - t) / 1e6;
 }
 
+/** The Services and EndpointSlices the frontends above come from, as a source would hand them out (for explain). */
+function objects(): Snapshot {
+  const services: object[] = [];
+  const endpointSlices: object[] = [];
+  for (const f of frontends()) {
+    const { namespace, name } = f.servicePort;
+    services.push({ kind: 'Service', metadata: { namespace, name }, spec: { type: 'ClusterIP', clusterIP: f.addr, clusterIPs: [f.addr], ports: [{ name: 'http', port: 80, targetPort: 8000, protocol: 'TCP' }] } });
+    endpointSlices.push({
+      kind: 'EndpointSlice', metadata: { namespace, name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } }, addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8000, protocol: 'TCP' }],
+      endpoints: f.backends.map((b) => ({ addresses: [b.addr], conditions: { ready: true }, nodeName: b.nodeName })),
+    });
+  }
+  return { services: services as never[], endpointSlices: endpointSlices as never[], nodes: [{ metadata: { name: 'node-0' } }] as never[], rejected: [], version: 'bench' };
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
@@ -77,7 +98,11 @@ async function main(): Promise<void> {
     const registry = new Registry();
     agentMetrics(registry);
     datapathMetrics(registry, { maps, names: nm, serviceCap: 1000 });
-    const app = buildApp({ agent: { isReady: () => true, status: () => ({ node: 'bench', ready: true, attached: [], source: { kind: 'bench' }, rejected: [] }) }, maps, names: nm, registry, drift: () => rec.drift() });
+    const snap = objects();
+    const app = buildApp({
+      agent: { isReady: () => true, status: () => ({ node: 'bench', ready: true, attached: [], source: { kind: 'bench' }, rejected: [] }) }, maps, names: nm, registry, drift: () => rec.drift(),
+      diagnose: { input: async () => ({ snapshot: snap, source: 'bench' }), nodeName: 'node-0', drift: () => rec.drift({ deepTables: false }) },
+    });
     const get = async (url: string) => {
       const r = await app.inject({ method: 'GET', url });
       if (r.statusCode !== 200) throw new Error(`${url}: ${r.statusCode} ${r.body.slice(0, 200)}`);
@@ -91,10 +116,14 @@ async function main(): Promise<void> {
     };
     console.log(`inspection at ${N} Services x ${E} endpoints (apply from empty took ${applyMs.toFixed(0)} ms)`);
     console.log(`  names maps from empty        ${namesFirst.toFixed(1).padStart(8)} ms   no-op rewrite ${namesNoop.toFixed(1)} ms (of which ${metaOnly.toFixed(1)} ms the reconciler's frontendMeta() + backendInfo())`);
-    for (const url of ['/v1/services', '/v1/backends', '/metrics', '/v1/status', '/v1/affinity?limit=500']) {
+    for (const url of ['/v1/services', '/v1/backends', '/metrics', '/v1/status', '/v1/affinity?limit=500', '/v1/stats', '/v1/explain', '/v1/explain/ns-7%2Fsvc-7']) {
       const { t, bytes } = await timed(url);
       console.log(`  GET ${url.padEnd(24)} ${t.toFixed(1).padStart(8)} ms   ${(bytes / 1024).toFixed(0)} KiB`);
     }
+    const sampleMs = median([0, 1, 2].map(() => ms(() => readRawCounters(maps))));
+    console.log(`  stats sampler read           ${sampleMs.toFixed(1).padStart(8)} ms   (every --stats-interval: per-frontend and per-backend counters, no table)`);
+    const beMs = median([0, 1, 2].map(() => ms(() => backendCounters(maps))));
+    console.log(`  per-backend counters read    ${beMs.toFixed(1).padStart(8)} ms   (sy_be_stats, ${N * E} entries, summed over CPUs)`);
     const driftMs = median([0, 1, 2].map(() => ms(() => rec.drift())));
     console.log(`  Reconciler.drift() in sync   ${driftMs.toFixed(1).padStart(8)} ms   (the periodic resync's cost when nothing drifted)`);
     await app.close();

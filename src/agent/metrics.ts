@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
-import { dropCounters, hostPort, listBackends, serviceCounters, type Names } from '../dataplane/inspect.js';
+import { backendCounters, dropCounters, hostPort, serviceCounters, type Names } from '../dataplane/inspect.js';
+import { protoName } from '../dataplane/layout.js';
 import { mapStats, type InspectMaps } from '../dataplane/maps.js';
 
 /** The agent's own metrics, registered on an injected registry. */
@@ -200,35 +201,41 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
   });
   // Per-backend counters (sy_be_stats), capped like the per-Service ones: the first backends
   // seen keep their series while they exist; the rest are summed under one "_other" series.
+  // A backend id names one (Service port, address) for its whole life, so its labels are
+  // worked out once: a scrape costs one read of sy_be_stats, whatever the number of backends.
   const backendCap = d.backendCap ?? 1000;
-  const beExported = new Set<string>();
+  const labelsById = new Map<number, Record<string, string>>();
   type BeRow = { labels: Record<string, string>; connections: number; refused: number; packets: number; bytes: number };
   let beCache: { rows: BeRow[]; over: number } = { rows: [], over: 0 };
   const beRows = (fresh: boolean) => {
     if (!fresh) return beCache;
-    const all = listBackends(d.maps, d.names());
-    const keyOf = (b: (typeof all)[number]) => `${b.namespace}/${b.service}:${b.portName}/${b.protocol} ${b.address}:${b.port}`;
-    const live = new Set(all.map(keyOf));
-    for (const k of [...beExported]) if (!live.has(k)) beExported.delete(k);
-    const rows = new Map<string, BeRow>();
+    const counters = backendCounters(d.maps);
+    for (const id of [...labelsById.keys()]) if (!counters.has(id)) labelsById.delete(id);
+    let names: Names | undefined;
+    const rows: BeRow[] = [];
+    const other: BeRow = { labels: { namespace: '', service: '_other', port: '', protocol: '', backend: '_other' }, connections: 0, refused: 0, packets: 0, bytes: 0 };
     let over = 0;
-    for (const b of all) {
-      const k = keyOf(b);
-      if (!beExported.has(k) && beExported.size < backendCap) beExported.add(k);
-      const own = beExported.has(k);
-      if (!own) over++;
-      const labels = own
-        ? { namespace: b.namespace ?? '', service: b.service ?? '', port: b.portName ?? '', protocol: b.protocol, backend: hostPort(b.address, b.port) }
-        : { namespace: '', service: '_other', port: '', protocol: '', backend: '_other' };
-      const lk = JSON.stringify(labels);
-      const row = rows.get(lk) ?? { labels, connections: 0, refused: 0, packets: 0, bytes: 0 };
-      row.connections += b.counters.connections;
-      row.refused += b.counters.refused;
-      row.packets += b.counters.packets;
-      row.bytes += b.counters.bytes;
-      rows.set(lk, row);
+    for (const [id, c] of counters) {
+      let labels = labelsById.get(id);
+      if (!labels && labelsById.size < backendCap) {
+        const b = d.maps.backends.lookup(id);
+        const n = b && (names ??= d.names()).backend(id)?.service;
+        if (b && n) {
+          labels = { namespace: n.namespace, service: n.name, port: n.port, protocol: protoName(b.proto), backend: hostPort(b.addr, b.port) };
+          labelsById.set(id, labels);
+        }
+      }
+      if (labels) rows.push({ labels, ...c });
+      else {
+        over++;
+        other.connections += c.connections;
+        other.refused += c.refused;
+        other.packets += c.packets;
+        other.bytes += c.bytes;
+      }
     }
-    beCache = { rows: [...rows.values()], over };
+    if (over) rows.push(other);
+    beCache = { rows, over };
     return beCache;
   };
   const beLabels = ['namespace', 'service', 'port', 'protocol', 'backend'];

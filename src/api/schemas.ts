@@ -361,7 +361,7 @@ export const traceQuery = {
     from: { type: 'string', minLength: 2, maxLength: 60, description: 'the client: ADDR or ADDR:PORT ([v6]:PORT)' },
     protocol: { type: 'string', enum: ['TCP', 'UDP', 'tcp', 'udp'], default: 'TCP' },
     nodeClient: { type: 'boolean', default: false, description: 'the client runs on this node (a pod or the node itself): the socket hooks' },
-    cookie: { type: 'string', pattern: '^[0-9]{1,20}$', description: 'socket path, UDP: the socket cookie, which picks the Maglev slot' },
+    cookie: { type: 'string', pattern: '^([0-9]{1,20}|0x[0-9a-fA-F]{1,16})$', description: 'socket path, UDP: the socket cookie (decimal or 0x-hex; ss -e prints it as sk:HEX), which picks the Maglev slot' },
   },
 } as const;
 

@@ -159,7 +159,7 @@ export async function traceCommand(o: DiagnoseOpts): Promise<number> {
   if (!o.to) throw new Error('trace: --to ADDR:PORT is required (IPv6 as [ADDR]:PORT)');
   const proto = (o.proto ?? 'tcp').toUpperCase();
   if (proto !== 'TCP' && proto !== 'UDP') throw new Error(`--proto ${o.proto}: want tcp or udp`);
-  if (o.cookie !== undefined && !/^[0-9]{1,20}$/.test(o.cookie)) throw new Error(`--cookie ${o.cookie}: want the socket cookie, a decimal number`);
+  if (o.cookie !== undefined && !/^([0-9]{1,20}|0x[0-9a-fA-F]{1,16})$/.test(o.cookie)) throw new Error(`--cookie ${o.cookie}: want the socket cookie, decimal or 0x-hex (ss -e prints it as sk:HEX)`);
   let report;
   if (o['bpf-root']) {
     const to = parseHostPort(o.to, true, '--to');

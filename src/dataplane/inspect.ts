@@ -287,20 +287,16 @@ export function backendCounters(maps: InspectMaps): Map<number, BackendCounters>
   if (!m) return out;
   const slot = Math.ceil(beStatsCodec.size / 8) * 8;
   for (const { key, value } of m.dumpRaw()) {
-    let c = 0n;
-    let r = 0n;
-    let p = 0n;
-    let b = 0n;
-    for (let i = 0; i < m.cpus; i++) {
-      const v = beStatsCodec.decode(value.subarray(i * slot, i * slot + beStatsCodec.size));
-      c += v.connections;
-      r += v.refused;
-      p += v.packets;
-      b += v.bytes;
-    }
-    out.set(key.readUInt32LE(0), { connections: Number(c), refused: Number(r), packets: Number(p), bytes: Number(b) });
+    const sum = [0, 0, 0, 0];
+    for (let i = 0; i < m.cpus; i++) for (let f = 0; f < 4; f++) sum[f] += u64(value, i * slot + f * 8);
+    out.set(key.readUInt32LE(0), { connections: sum[0], refused: sum[1], packets: sum[2], bytes: sum[3] });
   }
   return out;
+}
+
+/** A u64 counter as a Number (exact below 2^53; BigInt arithmetic is far slower at 100,000 entries × CPUs). */
+export function u64(b: Buffer, off: number): number {
+  return b.readUInt32LE(off) + b.readUInt32LE(off + 4) * 4294967296;
 }
 
 export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = {}): BackendEntry[] {

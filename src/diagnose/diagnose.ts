@@ -68,8 +68,7 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
   const names = deps.names();
   const services = listServices(deps.maps, names, filter);
   // The node name decides which endpoints are local: the flag, else the maps' own view.
-  const all = filter.service ? listServices(deps.maps, names, {}) : services;
-  const nn = nodeNameOf(deps, all);
+  const nn = nodeNameOf(deps, deps.nodeName || !filter.service ? services : listServices(deps.maps, names, {}));
   let node: NodeInfo = { name: nn.name, addresses: [] };
   let objects: ExplainObjects | undefined;
   if (input) {

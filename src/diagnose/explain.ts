@@ -417,9 +417,18 @@ export class Explainer {
   private readonly rawSlices = new Map<string, unknown[]>();
   private readonly rejectedBy = new Map<string, Rejection[]>();
   private readonly selector: { serviceProxyName?: string };
+  /** The maps' frontends and the desired ones, by namespace/name (explain-all asks for every Service). */
+  private readonly kernelBy = new Map<string, ServiceEntry[]>();
+  private readonly desiredBy = new Map<string, Frontend[]>();
 
   constructor(private readonly o: ExplainOptions) {
     this.selector = { serviceProxyName: o.serviceProxyName };
+    const push = <T>(m: Map<string, T[]>, k: string, v: T) => {
+      const l = m.get(k);
+      if (l) l.push(v);
+      else m.set(k, [v]);
+    };
+    for (const s of o.kernel.services) if (s.namespace !== null && s.service !== null) push(this.kernelBy, serviceKey(s.namespace, s.service), s);
     const obj = o.objects;
     if (!obj) return;
     for (const s of obj.services) {
@@ -440,6 +449,7 @@ export class Explainer {
       { services: obj.services as never[], endpointSlices: obj.endpointSlices as never[], node: o.node },
       { serviceProxyName: o.serviceProxyName },
     );
+    for (const f of this.desired.frontends) push(this.desiredBy, serviceKey(f.servicePort.namespace, f.servicePort.name), f);
     for (const r of [...obj.rejected, ...this.desired.rejected]) {
       const k = `${r.kind}|${serviceKey(r.namespace, r.name)}`;
       const l = this.rejectedBy.get(k);
@@ -466,7 +476,7 @@ export class Explainer {
 
   /** The frontends of this node the model computes for the Service (the agent's desired state). */
   frontendsOf(namespace: string, name: string): Frontend[] {
-    return (this.desired?.frontends ?? []).filter((f) => f.servicePort.namespace === namespace && f.servicePort.name === name);
+    return this.desiredBy.get(serviceKey(namespace, name)) ?? [];
   }
 
   healthCheckOf(namespace: string, name: string): { port: number; localEndpoints: number } | undefined {
@@ -494,7 +504,7 @@ export class Explainer {
       ...(extras.probe ? { probe: extras.probe } : {}),
       ...(extras.from ? { from: extras.from } : {}),
     };
-    const kernelHere = this.o.kernel.services.filter((s) => s.namespace === ref.namespace && s.service === ref.name);
+    const kernelHere = this.kernelBy.get(serviceKey(ref.namespace, ref.name)) ?? [];
     if (!this.o.objects) return this.kernelOnly(report, kernelHere, ref);
 
     const sk = serviceKey(ref.namespace, ref.name);

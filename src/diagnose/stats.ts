@@ -11,7 +11,7 @@
  * twice, --interval apart.
  */
 import type { InspectMaps } from '../dataplane/maps.js';
-import { backendCounters, hostPort, listServices, type Filter, type Names } from '../dataplane/inspect.js';
+import { backendCounters, hostPort, listServices, u64, type Filter, type Names } from '../dataplane/inspect.js';
 
 export interface Counters4 {
   connections: number;
@@ -93,16 +93,16 @@ export interface RawCounters {
 
 export function readRawCounters(maps: InspectMaps, now: number = Date.now()): RawCounters {
   const svc = new Map<number, Counters4>();
+  const key = Buffer.alloc(4);
+  const slot = Math.ceil(maps.svcStats.value.size / 8) * 8;
   for (const map of [maps.svc4, maps.svc6]) {
     for (const { value } of map.dumpRaw()) {
       const id = value.readUInt32LE(0);
-      const per = maps.svcStats.lookupPerCpu(id) ?? [];
-      svc.set(id, {
-        connections: Number(per.reduce((a, x) => a + x.translations, 0n)),
-        refused: Number(per.reduce((a, x) => a + x.refused, 0n)),
-        packets: Number(per.reduce((a, x) => a + x.packets, 0n)),
-        bytes: Number(per.reduce((a, x) => a + x.bytes, 0n)),
-      });
+      key.writeUInt32LE(id);
+      const raw = maps.svcStats.lookupRaw(key);
+      const sum = [0, 0, 0, 0];
+      if (raw) for (let i = 0; i < maps.svcStats.cpus; i++) for (let f = 0; f < 4; f++) sum[f] += u64(raw, i * slot + f * 8);
+      svc.set(id, { connections: sum[0], refused: sum[1], packets: sum[2], bytes: sum[3] });
     }
   }
   return { at: now, svc, be: backendCounters(maps) };

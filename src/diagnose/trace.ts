@@ -193,6 +193,7 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
   const from = q.from ? parseIP(q.from.addr) : undefined;
   if (q.from && !from) throw new BadQuery(`from: not an IP address: ${JSON.stringify(q.from.addr)}`);
   if (from && from.family !== to.family) throw new BadQuery(`from ${from.addr} and to ${to.addr} are of different address families`);
+  if (q.cookie !== undefined && (q.cookie < 0n || q.cookie > M64)) throw new BadQuery(`cookie: a socket cookie is a 64-bit number, got ${q.cookie}`);
   const proto = IPPROTO[q.protocol];
   const family = to.family;
   const now = o.nowNs ?? process.hrtime.bigint(); // CLOCK_MONOTONIC, as bpf_ktime_get_ns()
