@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { ModelCache, buildDesiredState, nodeInfoFromObject } from '../model/index.js';
-import type { Rejection } from '../model/types.js';
+import type { DesiredState, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
 import type { DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
@@ -128,6 +128,8 @@ export class Agent {
   private retries = 0;
   /** The newest snapshot received (applied or not): what the maps should hold, for explain. */
   private latest?: Snapshot;
+  /** The model's output for it, once computed (explain reuses it instead of running the model again). */
+  private modelOut?: { snapshot: Snapshot; desired: DesiredState; node: NodeInfo };
 
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
@@ -163,6 +165,11 @@ export class Agent {
   /** The newest objects the source handed out (for explain); undefined before the first snapshot. */
   latestSnapshot(): Snapshot | undefined {
     return this.latest;
+  }
+
+  /** The desired state computed from latestSnapshot(), when the model ran on it (it may not have, after an error). */
+  latestDesired(): { snapshot: Snapshot; desired: DesiredState; node: NodeInfo } | undefined {
+    return this.modelOut?.snapshot === this.latest ? this.modelOut : undefined;
   }
 
   /**
@@ -390,6 +397,7 @@ export class Agent {
         { serviceProxyName: this.d.serviceProxyName },
         this.modelCache,
       );
+      this.modelOut = { snapshot: s, desired, node: nodeInfo };
       const rejected = [...s.rejected, ...nodeRejected, ...desired.rejected];
       // Each rejection is logged and counted once, when it appears, not on every sync;
       // the gauge says how many stand now. Only names and the reason: never the object.

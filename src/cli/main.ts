@@ -298,7 +298,8 @@ async function runAgent(o: Opts): Promise<number> {
   const diagnose = {
     input: async () => {
       const snapshot = agent.latestSnapshot();
-      return snapshot && { snapshot, source: `agent: ${source.describe()}` };
+      const model = agent.latestDesired();
+      return snapshot && { snapshot, source: `agent: ${source.describe()}`, ...(model ? { desired: model.desired, node: model.node } : {}) };
     },
     nodeName: o['node-name'],
     serviceProxyName: o['service-proxy-name'],

@@ -280,13 +280,21 @@ export interface BackendCounters {
 
 const ZERO: BackendCounters = { connections: 0, refused: 0, packets: 0, bytes: 0 };
 
-/** Per-backend counters by backend id, summed over CPUs (one read of sy_be_stats). */
-export function backendCounters(maps: InspectMaps): Map<number, BackendCounters> {
+/** Per-backend counters by backend id, summed over CPUs: one read of sy_be_stats, or a lookup per id when `ids` are given. */
+export function backendCounters(maps: InspectMaps, ids?: number[]): Map<number, BackendCounters> {
   const out = new Map<number, BackendCounters>();
   const m = maps.beStats;
   if (!m) return out;
   const slot = Math.ceil(beStatsCodec.size / 8) * 8;
-  for (const { key, value } of m.dumpRaw()) {
+  const entries = ids
+    ? ids.flatMap((id) => {
+        const key = Buffer.alloc(4);
+        key.writeUInt32LE(id);
+        const value = m.lookupRaw(key);
+        return value ? [{ key, value }] : [];
+      })
+    : m.dumpRaw();
+  for (const { key, value } of entries) {
     const sum = [0, 0, 0, 0];
     for (let i = 0; i < m.cpus; i++) for (let f = 0; f < 4; f++) sum[f] += u64(value, i * slot + f * 8);
     out.set(key.readUInt32LE(0), { connections: sum[0], refused: sum[1], packets: sum[2], bytes: sum[3] });

@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import { hostname } from 'node:os';
-import type { NodeInfo } from '../model/types.js';
+import type { DesiredState, NodeInfo } from '../model/types.js';
 import { nodeInfoFromObject } from '../model/index.js';
 import { parseIP } from '../model/ip.js';
 import type { InspectMaps } from '../dataplane/maps.js';
@@ -20,8 +20,11 @@ import { probeTargets, runProbe } from './probe.js';
 export interface DiagnoseDeps {
   maps: InspectMaps;
   names: () => Names;
-  /** The objects and this node's Node object, or undefined when there are none (pins without a source). */
-  input: () => Promise<{ snapshot: Snapshot; source: string } | undefined>;
+  /**
+   * The objects (with this node's Node object), or undefined when there are none (pins without a
+   * source); the agent adds the model's output for them and its NodeInfo, which explain then reuses.
+   */
+  input: () => Promise<{ snapshot: Snapshot; source: string; desired?: DesiredState; node?: NodeInfo } | undefined>;
   /** This node's name (the agent's --node-name); inferred from the maps when absent. */
   nodeName?: string;
   serviceProxyName?: string;
@@ -74,15 +77,19 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
   if (input) {
     const rejected = [...input.snapshot.rejected];
     const obj = input.snapshot.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === nn.name);
-    node = nodeInfoFromObject(nn.name, obj, rejected);
+    node = input.node ?? nodeInfoFromObject(nn.name, obj, rejected);
+    if (input.node) nodeInfoFromObject(nn.name, obj, rejected); // its rejections, for the report
     objects = { services: input.snapshot.services, endpointSlices: input.snapshot.endpointSlices, rejected, source: input.source };
   }
   const ext = deps.external?.();
+  // One Service: the counters of its backends only; every Service: one read of them all.
+  const ids = filter.service ? [...new Set(services.flatMap((s) => s.backends.map((b) => b.id)))] : undefined;
   const explainer = new Explainer({
     node,
     serviceProxyName: deps.serviceProxyName,
     objects,
-    kernel: { services, backendCounters: backendCounters(deps.maps), drift: deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
+    desired: input?.desired,
+    kernel: { services, backendCounters: backendCounters(deps.maps, ids), drift: deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
   });
   return { explainer, guessed: nn.guessed, node, source: objects?.source ?? null };
 }

@@ -227,6 +227,8 @@ export interface ExplainOptions {
   node: NodeInfo;
   serviceProxyName?: string;
   objects?: ExplainObjects;
+  /** The model's output for exactly these objects and node, when the caller has it (the agent): saves running the model again. */
+  desired?: DesiredState;
   kernel: KernelView;
 }
 
@@ -445,10 +447,12 @@ export class Explainer {
       if (l) l.push(es);
       else this.rawSlices.set(k, [es]);
     }
-    this.desired = buildDesiredState(
-      { services: obj.services as never[], endpointSlices: obj.endpointSlices as never[], node: o.node },
-      { serviceProxyName: o.serviceProxyName },
-    );
+    this.desired =
+      o.desired ??
+      buildDesiredState(
+        { services: obj.services as never[], endpointSlices: obj.endpointSlices as never[], node: o.node },
+        { serviceProxyName: o.serviceProxyName },
+      );
     for (const f of this.desired.frontends) push(this.desiredBy, serviceKey(f.servicePort.namespace, f.servicePort.name), f);
     for (const r of [...obj.rejected, ...this.desired.rejected]) {
       const k = `${r.kind}|${serviceKey(r.namespace, r.name)}`;
