@@ -22,6 +22,7 @@ import { repoRoot, native } from '../../src/bpf/native.js';
 import { BpfMap } from '../../src/bpf/map.js';
 import { sockRevnat4KeyCodec, sockRevnat4ValCodec } from '../../src/dataplane/layout.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
+import { findCgroup2Root } from '../../src/util/sys.js';
 
 const N1 = '10.0.0.11';
 const EXT = '10.0.0.100';
@@ -206,6 +207,17 @@ describe('explain and trace in the lab', () => {
     assert.equal(r.verdict.code, 'backend-not-answering');
     assert.equal(r.verdict.text, `backend does not answer: ${lab.podIp('web-0')}:8099/TCP of port http: refused (ECONNREFUSED)`);
     assert.deepEqual(r.probe.filter((p: any) => p.kind === 'backend').map((p: any) => p.result), ['refused', 'refused']);
+  });
+
+  test('the frontend does not answer though its backends do: a client outside the hooked cgroup', () => {
+    // The probe from a cgroup the socket hooks are not attached to (the cgroup v2 root here, above the lab's
+    // node cgroups): the backends answer, the ClusterIP is never translated.
+    const root = findCgroup2Root();
+    const r = cli(['explain', 'default/web:http', '--probe', '-o', 'json', '--bpf-root', lab.bpfRootOf('n1'), '--source', `file:${lab.objectsDir()}`, '--node-name', 'n1', '--cgroup', root], { inNode: true });
+    const v = JSON.parse(r.out);
+    assert.equal(v.verdict.code, 'frontend-not-answering', r.out + r.err);
+    assert.match(v.verdict.text, /^the frontend does not answer from this node although its backends do: 10\.96\.0\.10:80\/TCP: (error|timeout)/);
+    assert.ok(v.probe.filter((p: any) => p.kind === 'backend').every((p: any) => p.result === 'answered'));
   });
 
   test('source range excludes the client; the client is indeed dropped', async () => {
