@@ -68,7 +68,7 @@ function loadMetrics(pick: (b: BlockResult) => { latency: LoadPair; rate: LoadPa
   ];
 }
 
-function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair; rate: LoadPair } | undefined): string {
+function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair; rate: LoadPair; pawsRejects?: number } | undefined): string {
   const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
   const rows: string[][] = [];
   for (const s of r.options.scales) {
@@ -83,10 +83,11 @@ function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair
         n0(s), LABEL[d], pct(p.latency.service.p50, p.latency.direct.p50), Number.isFinite(paired) ? `${paired >= 1 ? '+' : ''}${((paired - 1) * 100).toFixed(1)} %` : '–',
         pct(p.latency.service.p99, p.latency.direct.p99), pct(p.rate.service.rate, p.rate.direct.rate),
         `${errCount(p.latency.service.errors) + errCount(p.rate.service.errors)} / ${errCount(p.latency.direct.errors) + errCount(p.rate.direct.errors)}`,
+        p.pawsRejects === undefined ? '–' : n0(p.pawsRejects),
       ]);
     }
   }
-  return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct'], rows);
+  return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct', 'PAWS rejects at the backends'], rows);
 }
 
 function chart(r: Results, title: string, yLabel: string, lines: { suffix: string; get: (b: BlockResult) => number; dashed?: boolean; only?: Dataplane[] }[], direct?: (b: BlockResult) => number, logY = true): string {

@@ -91,6 +91,13 @@ const NODE_PORT = 30080;
 const N1_IP = '10.0.0.11';
 const BACKEND_PORT = 8090;
 const BACKENDS = Array.from({ length: 10 }, (_, i) => `be-${i}`);
+/**
+ * Second addresses of the clients, used for the direct pod-IP baselines only:
+ * a Service connection and a direct one never share a 4-tuple at a backend
+ * (see docs/benchmarks.md: TIME_WAIT and PAWS with DNAT, stale flows).
+ */
+const CLIENT_DIRECT_SRC = '10.244.1.101';
+const EXT_DIRECT_SRC = '10.0.0.101';
 const PROBE_PODS = ['web-0', 'web-1'];
 
 const quick = argv.quick;
@@ -416,26 +423,40 @@ async function waitQuiet(r: Running, maxMs: number): Promise<number> {
 
 const directTargets = () => BACKENDS.map((p) => `${lab.podIp(p)}:${BACKEND_PORT}`).join(',');
 
-async function loadScenario(where: 'pod' | 'ext', serviceAddr: string): Promise<{ latency: LoadPair; rate: LoadPair }> {
+/** TCP counters of the backends' namespaces whose name says PAWS (SYNs and segments rejected by the timestamp check). */
+function pawsRejects(): number {
+  let n = 0;
+  for (const p of BACKENDS) {
+    for (const l of inNs(lab.ns(p), ['nstat', '-az']).split('\n')) {
+      const m = /^(TcpExtPAWS\w+)\s+(\d+)/.exec(l);
+      if (m) n += Number(m[2]);
+    }
+  }
+  return n;
+}
+
+async function loadScenario(where: 'pod' | 'ext', serviceAddr: string): Promise<{ latency: LoadPair; rate: LoadPair; pawsRejects: number }> {
   const run = <T>(args: string[], ms: number) => (where === 'pod' ? netbenchInPod<T>('client-n1', args, ms) : netbenchExternal<T>(args, ms));
-  const targets = ['--target', `service=${serviceAddr}`, '--target', `direct=${directTargets()}`];
+  const src = where === 'pod' ? CLIENT_DIRECT_SRC : EXT_DIRECT_SRC;
+  const targets = ['--target', `service=${serviceAddr}`, '--target', `direct@${src}=${directTargets()}`];
   type Out = { targets: { service: LoadStat; direct: LoadStat } };
+  const paws0 = pawsRejects();
   const lat = await run<Out>(['client', '--mode', 'latency', ...targets, '--count', String(opts.latencyCount), '--block', String(Math.min(100, opts.latencyCount)), '--warmup', '50', '--timeout-ms', '3000'], 600_000);
   const rate = await run<Out>(['client', '--mode', 'rate', ...targets, '--seconds', String(opts.rateSeconds), '--slice-ms', String(Math.min(1000, opts.rateSeconds * 1000)), '--concurrency', String(opts.concurrency), '--timeout-ms', '3000'], 600_000);
-  return { latency: lat.targets, rate: rate.targets };
+  return { latency: lat.targets, rate: rate.targets, pawsRejects: pawsRejects() - paws0 };
 }
 
 async function conntrackScenario(): Promise<NonNullable<BlockResult['conntrack']>> {
   const N = opts.conntrackConnections;
-  const one = async (target: string) => {
+  const one = async (target: string, src?: string) => {
     for (const n of NODES) conntrackFlush(n);
     const before = { n1: conntrackCount('n1'), n2: conntrackCount('n2') };
-    const r = await netbenchInPod<{ targets: { t: LoadStat } }>('client-n1', ['client', '--mode', 'latency', '--target', `t=${target}`, '--count', String(N), '--block', String(N), '--warmup', '0'], 600_000);
+    const r = await netbenchInPod<{ targets: { t: LoadStat } }>('client-n1', ['client', '--mode', 'latency', '--target', `t${src ? `@${src}` : ''}=${target}`, '--count', String(N), '--block', String(N), '--warmup', '0'], 600_000);
     const after = { n1: conntrackCount('n1'), n2: conntrackCount('n2') };
     return { counts: { n1: after.n1 - before.n1, n2: after.n2 - before.n2 }, errors: Object.values(r.targets.t.errors).reduce((a, b) => a + b, 0) };
   };
   const s = await one(`${TARGET_VIP}:80`);
-  const d = await one(directTargets());
+  const d = await one(directTargets(), CLIENT_DIRECT_SRC);
   return { connections: N, service: s.counts, direct: d.counts, serviceErrors: s.errors, directErrors: d.errors };
 }
 
@@ -468,6 +489,7 @@ async function programmingScenario(api: Api, r: Running): Promise<NonNullable<Bl
     for (let i = 0; i < opts.reps; i++) {
       await sleep(400);
       const target = PROBE_PODS[1 - probeAt];
+      const before = Date.now();
       await api.patchSlice('probe-0', (probeSlice(target) as any).endpoints);
       const acked = Date.now();
       probeAt = 1 - probeAt;
@@ -480,7 +502,7 @@ async function programmingScenario(api: Api, r: Running): Promise<NonNullable<Bl
         evs.forEach(([, v], k) => { if (v !== target) lastBad = k; });
         const good = evs.slice(lastBad + 1);
         if (good.length > 0 && good[good.length - 1][0] - good[0][0] >= 300) {
-          settled = Math.max(0, good[0][0] - acked);
+          settled = Math.round(Math.max(0, good[0][0] - acked));
           failed += evs.slice(0, lastBad + 1).filter(([, v]) => !v.startsWith('web-')).length;
           break;
         }
@@ -488,7 +510,7 @@ async function programmingScenario(api: Api, r: Running): Promise<NonNullable<Bl
       }
       samples.push(settled);
       // kube-proxy syncs at most once per minSyncPeriod (1 s): start the next change after it.
-      await r.waitSynced(acked, 120_000).catch(() => undefined);
+      await r.waitSynced(before, 120_000).catch(() => undefined);
       await sleep(1000);
     }
   } finally {
@@ -734,6 +756,8 @@ async function main(): Promise<void> {
     for (const p of BACKENDS) lab.spawnIn(lab.pod(p).node, lab.ns(p), [NETBENCH, 'server', '--port', String(BACKEND_PORT), '--name', p], `netbench-${p}.log`);
     // The external client reaches pod IPs through the nodes (the direct baseline of north-south).
     for (const n of NODES) lab.exec('ext', ['ip', 'route', 'add', `10.244.${lab.node(n).index}.0/24`, 'via', `10.0.0.${10 + lab.node(n).index}`]);
+    lab.exec('ext', ['ip', 'addr', 'add', `${EXT_DIRECT_SRC}/24`, 'dev', 'eth0']);
+    lab.exec('client-n1', ['ip', 'addr', 'add', `${CLIENT_DIRECT_SRC}/24`, 'dev', 'eth0']);
     await cp!.up();
     const token = readFileSync(cp!.agentTokenFile, 'utf8').trim();
     // Agents run in the node namespaces (tc path on), where the API server is reached directly on the fabric.
@@ -769,7 +793,7 @@ async function main(): Promise<void> {
         const start = Date.now();
         running = await startDataplane(dp, api, scale);
         const done = await running.waitSynced(start, 1_800_000);
-        b.coldSyncMs = { n1: done.n1 - start, n2: done.n2 - start };
+        b.coldSyncMs = { n1: Math.round(done.n1 - start), n2: Math.round(done.n2 - start) };
         log(`  synced: n1 ${b.coldSyncMs.n1} ms, n2 ${b.coldSyncMs.n2} ms`);
         const quietMs = await waitQuiet(running, 30_000);
         if (quietMs > 25_000) b.notes.push(`the ${dp} processes were still busy 30 s after the sync`);

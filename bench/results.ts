@@ -41,8 +41,9 @@ export interface BlockResult {
   seconds?: number;
   /** Process start → first complete sync of every object, per node (ms). */
   coldSyncMs?: PerNode;
-  eastWest?: { latency: LoadPair; rate: LoadPair };
-  northSouth?: { latency: LoadPair; rate: LoadPair };
+  /** pawsRejects: TcpExtPAWS* counters of the backends' namespaces during the scenario. */
+  eastWest?: { latency: LoadPair; rate: LoadPair; pawsRejects?: number };
+  northSouth?: { latency: LoadPair; rate: LoadPair; pawsRejects?: number };
   conntrack?: {
     connections: number;
     /** New conntrack entries in each node's namespace after `connections` connections. */

@@ -6,14 +6,14 @@
  *       epoll HTTP server: reads one request, answers "200 OK" with body
  *       "NAME\n" and closes the connection (every request is a new connection).
  *
- *   netbench client --target LABEL=IP:PORT[,IP:PORT...] ... [--mode latency|rate]
+ *   netbench client --target LABEL[@SRCIP]=IP:PORT[,IP:PORT...] ... [--mode latency|rate]
  *                   [--count N] [--block B] [--warmup W]            (latency mode)
  *                   [--seconds S] [--slice-ms MS] [--concurrency C]  (rate mode)
  *                   [--timeout-ms T]
  *       One operation = socket() + connect() + "GET / HTTP/1.1 ... Connection:
  *       close" + read to end of stream + close(), timed from before socket() to
  *       after close() (connect+request latency). Addresses of a target are used
- *       round-robin.
+ *       round-robin; @SRCIP binds the target's connections to that local address.
  *       latency: one operation at a time; targets take turns in blocks of B,
  *                the order rotating every round, so drift hits them alike.
  *       rate:    C threads run operations back to back for slices of MS on one
@@ -141,6 +141,7 @@ struct target {
 	const char *label;
 	struct sockaddr_in addrs[MAX_ADDRS];
 	int naddrs;
+	struct sockaddr_in src; /* sin_family 0: any */
 	unsigned next;
 	/* samples in microseconds */
 	double *samples;
@@ -181,12 +182,17 @@ static int wait_fd(int fd, short events, int ms) {
 	return 0;
 }
 
-/* Non-blocking connect with a timeout; returns the socket or -1 (errno set). */
-static int connect_to(const struct sockaddr_in *a) {
+/* Non-blocking connect with a timeout, from `src` when given; returns the socket or -1 (errno set). */
+static int connect_to(const struct sockaddr_in *a, const struct sockaddr_in *src) {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (fd < 0) return -1;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (src && src->sin_family) {
+		/* The port is chosen at connect(), as without bind(). */
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+		if (bind(fd, (const struct sockaddr *)src, sizeof *src) < 0) { int e = errno; close(fd); errno = e; return -1; }
+	}
 	if (connect(fd, (const struct sockaddr *)a, sizeof *a) < 0) {
 		if (errno != EINPROGRESS) { int e = errno; close(fd); errno = e; return -1; }
 		if (wait_fd(fd, POLLOUT, timeout_ms) < 0) { int e = errno; close(fd); errno = e; return -1; }
@@ -199,9 +205,9 @@ static int connect_to(const struct sockaddr_in *a) {
 }
 
 /* One operation; returns microseconds, or -errno. */
-static double op(const struct sockaddr_in *a) {
+static double op(const struct sockaddr_in *a, const struct sockaddr_in *src) {
 	uint64_t t0 = now_ns();
-	int fd = connect_to(a);
+	int fd = connect_to(a, src);
 	if (fd < 0) return -(double)errno;
 	if (write(fd, request, sizeof request - 1) != (ssize_t)(sizeof request - 1)) { int e = errno; close(fd); return -(double)e; }
 	char buf[1024];
@@ -252,6 +258,12 @@ static void parse_target(char *spec) {
 	if (!eq) { errno = EINVAL; die("target: want LABEL=IP:PORT[,IP:PORT...]"); }
 	*eq = 0;
 	t->label = spec;
+	char *at = strchr(spec, '@');
+	if (at) {
+		*at = 0;
+		t->src.sin_family = AF_INET;
+		if (inet_pton(AF_INET, at + 1, &t->src.sin_addr) != 1) { errno = EINVAL; die("target source address"); }
+	}
 	for (char *tok = strtok(eq + 1, ","); tok; tok = strtok(NULL, ",")) {
 		char *colon = strrchr(tok, ':');
 		if (!colon || t->naddrs >= MAX_ADDRS) { errno = EINVAL; die("target address"); }
@@ -277,7 +289,7 @@ static void *rate_worker(void *p) {
 		pthread_mutex_lock(&mu);
 		unsigned i = t->next++ % (unsigned)t->naddrs;
 		pthread_mutex_unlock(&mu);
-		double us = op(&t->addrs[i]);
+		double us = op(&t->addrs[i], &t->src);
 		if (us >= 0) push(&ra->samples, &ra->n, &ra->cap, us);
 		else { pthread_mutex_lock(&mu); count_error(t, (int)-us); pthread_mutex_unlock(&mu); }
 	}
@@ -329,7 +341,7 @@ static int client(int argc, char **argv) {
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(mode, "latency")) {
 		for (int k = 0; k < ntargets; k++)
-			for (long i = 0; i < warmup; i++) op(&targets[k].addrs[targets[k].next++ % (unsigned)targets[k].naddrs]);
+			for (long i = 0; i < warmup; i++) op(&targets[k].addrs[targets[k].next++ % (unsigned)targets[k].naddrs], &targets[k].src);
 		long rounds = (count + block - 1) / block;
 		for (long r = 0; r < rounds; r++) {
 			long n = count - r * block < block ? count - r * block : block;
@@ -338,7 +350,7 @@ static int client(int argc, char **argv) {
 				size_t first = t->n;
 				uint64_t t0 = now_ns();
 				for (long i = 0; i < n; i++) {
-					double us = op(&t->addrs[t->next++ % (unsigned)t->naddrs]);
+					double us = op(&t->addrs[t->next++ % (unsigned)t->naddrs], &t->src);
 					if (us >= 0) push(&t->samples, &t->n, &t->cap, us);
 					else count_error(t, (int)-us);
 				}
@@ -406,7 +418,7 @@ static int trace(int argc, char **argv) {
 		uint64_t t0 = now_ns();
 		double when = wall_ms();
 		char what[300] = "";
-		int fd = connect_to(&targets[0].addrs[0]);
+		int fd = connect_to(&targets[0].addrs[0], NULL);
 		if (fd < 0) {
 			snprintf(what, sizeof what, "%s", strerrorname_np(errno) ? strerrorname_np(errno) : "E?");
 		} else {

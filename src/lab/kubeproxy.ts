@@ -88,7 +88,7 @@ export class KubeProxy {
   }
 
   metricsText(): string {
-    return execFileSync('ip', ['netns', 'exec', this.lab.ns(this.node), 'curl', '-sS', '-m', '5', `http://${METRICS_ADDR}/metrics`], { encoding: 'utf8' });
+    return execFileSync('ip', ['netns', 'exec', this.lab.ns(this.node), 'curl', '-sS', '-m', '5', `http://${METRICS_ADDR}/metrics`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   }
 
   /** Per IP family: the last time a change was queued and the last time rules were synced (s). */
