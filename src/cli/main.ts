@@ -2,6 +2,8 @@
  * `switchyard` command line: agent, cleanup, status, maps, lab.
  */
 import { parseArgs } from 'node:util';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -45,6 +47,9 @@ Usage:
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
+  switchyard bench   [--quick] [--scales 100,1000,10000,30000] [--dataplanes switchyard,iptables,nftables] [--out DIR] …
+                     (the benchmark report against kube-proxy iptables and nftables; root; options in
+                      docs/benchmarks.md; writes bench/results/<date>-<host>/report.md)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
                      (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
                       --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
@@ -325,6 +330,14 @@ const labOptions = {
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  if (cmd === 'bench') {
+    // The benchmark report (dist/bench/report.js) runs as its own process: it owns the lab it builds
+    // and removes it on SIGINT/SIGTERM. Not part of the agent's image.
+    const script = fileURLToPath(new URL('../../bench/report.js', import.meta.url));
+    if (!existsSync(script)) throw new Error(`bench: ${script} not found (run from a built repository checkout: npm run build)`);
+    const r = spawnSync(process.execPath, [script, ...rest], { stdio: 'inherit' });
+    return r.status ?? 1;
+  }
   if (cmd === 'lab') {
     const { values, positionals } = parseArgs({ args: rest, options: labOptions, allowPositionals: true, strict: true });
     if (values.help) {
