@@ -83,11 +83,10 @@ function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair
         n0(s), LABEL[d], pct(p.latency.service.p50, p.latency.direct.p50), Number.isFinite(paired) ? `${paired >= 1 ? '+' : ''}${((paired - 1) * 100).toFixed(1)} %` : '–',
         pct(p.latency.service.p99, p.latency.direct.p99), pct(p.rate.service.rate, p.rate.direct.rate),
         `${errCount(p.latency.service.errors) + errCount(p.rate.service.errors)} / ${errCount(p.latency.direct.errors) + errCount(p.rate.direct.errors)}`,
-        p.pawsRejects === undefined ? '–' : n0(p.pawsRejects),
       ]);
     }
   }
-  return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct', 'PAWS rejects at the backends'], rows);
+  return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct'], rows);
 }
 
 function chart(r: Results, title: string, yLabel: string, lines: { suffix: string; get: (b: BlockResult) => number; dashed?: boolean; only?: Dataplane[] }[], direct?: (b: BlockResult) => number, logY = true): string {
@@ -155,9 +154,16 @@ function goals(r: Results): Goal[] {
     const bs = r.blocks.filter((b) => b.dataplane === 'switchyard' && b.conntrack);
     if (bs.length === 0) out.push({ goal: g, figure: 'not measured', target: '0', met: undefined });
     else {
-      const worst = Math.max(...bs.map((b) => (sum(b.conntrack!.service) * 10000) / b.conntrack!.connections));
-      const extra = Math.max(...bs.map((b) => ((sum(b.conntrack!.service) - sum(b.conntrack!.direct)) * 10000) / b.conntrack!.connections));
-      out.push({ goal: g, figure: `up to ${n0(worst)} per 10,000 (direct pod IP: the same connections ${extra <= 0 ? 'create as many' : `create ${n0(extra)} fewer`})`, target: '0', met: worst === 0 });
+      const per = (p: PerNode | undefined, b: BlockResult) => (p ? (sum(p) * 10000) / b.conntrack!.connections : NaN);
+      const worst = Math.max(...bs.map((b) => per(b.conntrack!.service, b)));
+      const direct = Math.max(...bs.map((b) => per(b.conntrack!.direct, b)));
+      const bare = bs.map((b) => per(b.conntrack!.serviceWithoutMasquerade, b)).filter(Number.isFinite);
+      out.push({
+        goal: g,
+        figure: `up to ${n0(worst)} per 10,000 (direct pod IP: up to ${n0(direct)}; with the tc path's masquerade chain removed: ${bare.length ? `up to ${n0(Math.max(...bare))}` : 'not measured'}; see section 3)`,
+        target: '0',
+        met: worst === 0,
+      });
     }
   }
   {
@@ -230,7 +236,14 @@ export function renderReport(r: Results): Record<string, string> {
     { name: 'node n1 (direct)', get: (b) => per10k(b, 'service', 'n1'), base: (b) => per10k(b, 'direct', 'n1'), fmt: n0 },
     { name: 'node n2 (direct)', get: (b) => per10k(b, 'service', 'n2'), base: (b) => per10k(b, 'direct', 'n2'), fmt: n0 },
     { name: 'both nodes (direct)', get: (b) => per10k(b, 'service'), base: (b) => per10k(b, 'direct'), fmt: n0 },
+    {
+      name: 'both nodes, switchyard\'s masquerade chain removed (direct)',
+      get: (b) => (b.conntrack?.serviceWithoutMasquerade ? (sum(b.conntrack.serviceWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+      base: (b) => (b.conntrack?.directWithoutMasquerade ? (sum(b.conntrack.directWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+      fmt: n0,
+    },
   ]), '');
+  L.push('A node\'s namespace tracks every flow it forwards or bridges (`bridge-nf-call-iptables` = 1, as bridge CNIs need) as soon as one nat chain exists in it: kube-proxy\'s, or the 12-rule masquerade chain switchyard\'s tc path installs for NodePort traffic to other nodes. The last row measures the same connections with that chain removed at the end of switchyard\'s block: what the socket-level translation itself costs in conntrack entries.', '');
 
   L.push('## 4. Network programming', '');
   L.push('Write → traffic: the probe Service\'s EndpointSlice is switched between two pods through the API server; a client in `client-n1` connects every 2 ms; latency = from the API server\'s answer to the write until no connection reaches the old pod any more. Cold sync: process start → every object applied (slowest node). Churn: EndpointSlice changes through the API server at the given rate; CPU-seconds (user + system, children included: iptables-restore, nft) of the dataplane process on both nodes from the first write until synced.', '');
@@ -259,6 +272,11 @@ export function renderReport(r: Results): Record<string, string> {
     { name: 'rules', get: (b) => b.memory?.rules.n1 ?? NaN, fmt: n0 },
     { name: 'map entries / set elements', get: (b) => (b.memory ? (b.memory.mapEntries?.n1 ?? b.memory.setElements.n1) : NaN), fmt: n0 },
   ]), '');
+  const big = [...r.blocks].reverse().find((b) => b.dataplane === 'switchyard' && b.memory?.bpfMapBytesByMap);
+  if (big) {
+    const top = Object.entries(big.memory!.bpfMapBytesByMap!).sort((a, b) => b[1] - a[1]).slice(0, 6);
+    L.push(`switchyard's BPF map memory at ${n0(big.services)} Services, largest first: ${top.map(([k, v]) => `${k} ${mib(v)} MiB`).join(', ')}. Hash and LRU maps are allocated whole at their capacity (\`--ct-entries\`, \`--max-backends\`, \`--max-services\`, affinity and reverse-NAT sizes), whatever the number of Services.`, '');
+  }
   L.push('![memory](memory.svg)', '');
   files['memory.svg'] = chart(r, 'Memory per node (RSS + BPF maps)', 'MiB (log)', [{ suffix: '', get: (b) => (b.memory ? (b.memory.rss.n1 + (b.memory.bpfMapBytes?.n1 ?? 0)) / 2 ** 20 : NaN) }]);
 

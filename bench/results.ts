@@ -51,6 +51,9 @@ export interface BlockResult {
     direct: PerNode;
     serviceErrors: number;
     directErrors: number;
+    /** switchyard: the same, measured again after removing its masquerade chain (nft flush ruleset) at the end of the block. */
+    serviceWithoutMasquerade?: PerNode;
+    directWithoutMasquerade?: PerNode;
   };
   programming?: {
     /** ms from the API server's answer to the write until traffic reached only the new endpoint; null = did not settle. */
@@ -76,6 +79,8 @@ export interface BlockResult {
     peakRss: PerNode;
     /** switchyard: kernel memory of its BPF maps (memlock, inner Maglev maps included). */
     bpfMapBytes?: PerNode;
+    /** switchyard, node n1: memlock per pinned map, and of the inner Maglev tables together. */
+    bpfMapBytesByMap?: Record<string, number>;
     /** switchyard: entries in its BPF maps. */
     mapEntries?: PerNode;
     /** nftables rules in the node's namespace (iptables-nft rules are nftables rules). */
