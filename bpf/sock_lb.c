@@ -18,6 +18,7 @@
 #include <bpf/bpf_endian.h>
 #include "sy_common.h"
 #include "sy_maps.h"
+#include "lib/lb.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
@@ -30,17 +31,6 @@ static __always_inline __u8 sy_sock_proto(const struct bpf_sock_addr *ctx)
 	return (__u8)ctx->protocol;
 }
 
-/* A 64-bit finaliser (xor-shift-multiply): spreads socket cookies over the table. */
-static __always_inline __u32 sy_mix64(__u64 x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return (__u32)x;
-}
-
 /*
  * Where in the Maglev table a new flow lands. TCP: a random slot per connect().
  * UDP: a slot derived from the socket cookie and the service, so every datagram
@@ -48,7 +38,7 @@ static __always_inline __u32 sy_mix64(__u64 x)
  * per datagram) reaches the same backend, as a conntrack 5-tuple entry keeps it
  * with kube-proxy; different sockets still spread over the backends.
  */
-static __always_inline __u32 sy_flow_hash(__u64 cookie, __u8 proto, __u32 svc_id)
+static __always_inline __u32 sy_sock_hash(__u64 cookie, __u8 proto, __u32 svc_id)
 {
 	if (proto == IPPROTO_UDP)
 		return sy_mix64(cookie ^ ((__u64)svc_id << 32));
@@ -56,83 +46,51 @@ static __always_inline __u32 sy_flow_hash(__u64 cookie, __u8 proto, __u32 svc_id
 }
 
 /*
- * Choose a backend for one new connection or datagram destination: the sticky
- * one while sessionAffinity holds, otherwise the slot `hash` picks in the
- * service's Maglev table (weights are encoded in how many slots a backend owns).
+ * The backend of one connect() or datagram destination (lib/lb.h), or the
+ * errno the application gets: ECONNREFUSED when the Service has no backend
+ * (as kube-proxy's REJECT rule), EHOSTUNREACH for a transient inconsistency.
  */
-static __always_inline int sy_pick_backend(const struct sy_svc_val *svc,
-					   __u64 client, __u32 hash,
-					   struct sy_backend **out)
+static __always_inline int sy_sock_pick(void *ctx, const struct sy_svc_val *svc, __u64 cookie,
+					__u8 proto, __u8 family, struct sy_backend **out)
 {
-	struct sy_affinity_key akey = {};
-	struct sy_affinity_val aval = {};
-	struct sy_svc_stats *st;
-	struct sy_backend *be;
-	__u32 svc_id = svc->svc_id;
-	__u64 now = 0;
-	void *table;
-	__u32 slot, *bid, *m;
+	__u32 bid;
+	int err = sy_lb_pick(svc, bpf_get_netns_cookie(ctx), sy_sock_hash(cookie, proto, svc->svc_id),
+			     &bid, out);
 
-	st = sy_svc_stats_of(svc_id);
-	if (svc->backend_count == 0) {
+	if (err == SY_PICK_NO_BACKEND) {
 		sy_count_drop(SY_DROP_NO_BACKEND);
-		if (st)
-			st->refused += 1;
 		return -ECONNREFUSED;
 	}
-
-	if (svc->flags & SY_SVC_F_AFFINITY) {
-		struct sy_affinity_val *cur;
-
-		akey.client = client;
-		akey.svc_id = svc_id;
-		now = bpf_ktime_get_ns();
-		cur = bpf_map_lookup_elem(&sy_affinity, &akey);
-		if (cur && now - cur->last_used_ns <=
-				   (__u64)svc->affinity_timeout * 1000000000ULL) {
-			be = bpf_map_lookup_elem(&sy_backend, &cur->backend_id);
-			/* A backend that left the service has lost its id: pick anew. */
-			if (be) {
-				cur->last_used_ns = now;
-				goto found;
-			}
-		}
-	}
-
-	table = bpf_map_lookup_elem(&sy_maglev, &svc_id);
-	if (!table) {
-		sy_count_drop(SY_DROP_NO_MAGLEV);
-		if (st)
-			st->refused += 1;
+	if (err) {
+		sy_count_drop(err == SY_PICK_NO_TABLE ? SY_DROP_NO_MAGLEV : SY_DROP_BACKEND_MISSING);
 		return -EHOSTUNREACH;
 	}
-	slot = SY_MAGLEV_SIZE_SLOT;
-	m = bpf_map_lookup_elem(table, &slot);
-	if (!m || *m == 0) {
-		sy_count_drop(SY_DROP_NO_MAGLEV);
+	if ((*out)->family != family) {
+		sy_count_drop(SY_DROP_FAMILY);
 		return -EHOSTUNREACH;
 	}
-	slot = 1 + hash % *m;
-	bid = bpf_map_lookup_elem(table, &slot);
-	if (!bid) {
-		sy_count_drop(SY_DROP_NO_MAGLEV);
-		return -EHOSTUNREACH;
-	}
-	be = bpf_map_lookup_elem(&sy_backend, bid);
-	if (!be) {
-		sy_count_drop(SY_DROP_BACKEND_MISSING);
-		return -EHOSTUNREACH;
-	}
-	if (svc->flags & SY_SVC_F_AFFINITY) {
-		aval.last_used_ns = now;
-		aval.backend_id = *bid;
-		bpf_map_update_elem(&sy_affinity, &akey, &aval, BPF_ANY);
-	}
-found:
-	if (st)
-		st->translations += 1;
-	*out = be;
 	return 0;
+}
+
+/*
+ * The reverse translation of a socket is kept per protocol: TCP connects,
+ * far more numerous, must not evict the entries UDP replies need (recvmsg
+ * would show the backend's address, and a resolver drops such an answer).
+ */
+static __always_inline long sy_revnat4_update(__u8 proto, const struct sy_sock_revnat4_key *k,
+					      const struct sy_sock_revnat4_val *v)
+{
+	if (proto == IPPROTO_TCP)
+		return bpf_map_update_elem(&sy_tcp_revnat4, k, v, BPF_ANY);
+	return bpf_map_update_elem(&sy_sock_revnat4, k, v, BPF_ANY);
+}
+
+static __always_inline long sy_revnat6_update(__u8 proto, const struct sy_sock_revnat6_key *k,
+					      const struct sy_sock_revnat6_val *v)
+{
+	if (proto == IPPROTO_TCP)
+		return bpf_map_update_elem(&sy_tcp_revnat6, k, v, BPF_ANY);
+	return bpf_map_update_elem(&sy_sock_revnat6, k, v, BPF_ANY);
 }
 
 /* IPv4 frontend translation on addr/port in place. */
@@ -155,21 +113,16 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 		return 0;
 
 	rkey.cookie = bpf_get_socket_cookie(ctx);
-	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
-			      sy_flow_hash(rkey.cookie, proto, svc->svc_id), &be);
+	ret = sy_sock_pick(ctx, svc, rkey.cookie, proto, 4, &be);
 	if (ret < 0)
 		return ret;
-	if (be->family != 4) {
-		sy_count_drop(SY_DROP_FAMILY);
-		return -EHOSTUNREACH;
-	}
 
 	rkey.addr = be->addr[0];
 	rkey.port = be->port;
 	rval.addr = key.addr;
 	rval.port = key.port;
 	rval.svc_id = svc->svc_id;
-	if (bpf_map_update_elem(&sy_sock_revnat4, &rkey, &rval, BPF_ANY) < 0)
+	if (sy_revnat4_update(proto, &rkey, &rval) < 0)
 		sy_count_drop(SY_DROP_REVNAT_UPDATE);
 
 	*addr = be->addr[0];
@@ -178,7 +131,7 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 }
 
 /* Backend → frontend for replies and getpeername (IPv4); 1 if rewritten. */
-static __always_inline int sock4_xlate_rev(void *ctx, __u32 *addr, __u32 *port)
+static __always_inline int sock4_xlate_rev(void *ctx, __u32 *addr, __u32 *port, __u8 proto)
 {
 	struct sy_sock_revnat4_key rkey = {};
 	struct sy_sock_revnat4_val *rval;
@@ -186,7 +139,8 @@ static __always_inline int sock4_xlate_rev(void *ctx, __u32 *addr, __u32 *port)
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	rkey.addr = *addr;
 	rkey.port = (__be16)*port;
-	rval = bpf_map_lookup_elem(&sy_sock_revnat4, &rkey);
+	rval = proto == IPPROTO_TCP ? bpf_map_lookup_elem(&sy_tcp_revnat4, &rkey)
+				    : bpf_map_lookup_elem(&sy_sock_revnat4, &rkey);
 	if (!rval)
 		return 0;
 	*addr = rval->addr;
@@ -222,21 +176,16 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 		return 0;
 
 	rkey.cookie = bpf_get_socket_cookie(ctx);
-	ret = sy_pick_backend(svc, bpf_get_netns_cookie(ctx),
-			      sy_flow_hash(rkey.cookie, proto, svc->svc_id), &be);
+	ret = sy_sock_pick(ctx, svc, rkey.cookie, proto, 6, &be);
 	if (ret < 0)
 		return ret;
-	if (be->family != 6) {
-		sy_count_drop(SY_DROP_FAMILY);
-		return -EHOSTUNREACH;
-	}
 
 	__builtin_memcpy(rkey.addr, be->addr, 16);
 	rkey.port = be->port;
 	__builtin_memcpy(rval.addr, key.addr, 16);
 	rval.port = key.port;
 	rval.svc_id = svc->svc_id;
-	if (bpf_map_update_elem(&sy_sock_revnat6, &rkey, &rval, BPF_ANY) < 0)
+	if (sy_revnat6_update(proto, &rkey, &rval) < 0)
 		sy_count_drop(SY_DROP_REVNAT_UPDATE);
 
 	__builtin_memcpy(addr, be->addr, 16);
@@ -244,18 +193,19 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	return 1;
 }
 
-static __always_inline int sock6_xlate_rev(void *ctx, __u32 *addr, __u32 *port)
+static __always_inline int sock6_xlate_rev(void *ctx, __u32 *addr, __u32 *port, __u8 proto)
 {
 	struct sy_sock_revnat6_key rkey = {};
 	struct sy_sock_revnat6_val *rval;
 
 	if (sy_is_v4_mapped(addr))
-		return sock4_xlate_rev(ctx, &addr[3], port);
+		return sock4_xlate_rev(ctx, &addr[3], port, proto);
 
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rkey.addr, addr, 16);
 	rkey.port = (__be16)*port;
-	rval = bpf_map_lookup_elem(&sy_sock_revnat6, &rkey);
+	rval = proto == IPPROTO_TCP ? bpf_map_lookup_elem(&sy_tcp_revnat6, &rkey)
+				    : bpf_map_lookup_elem(&sy_sock_revnat6, &rkey);
 	if (!rval)
 		return 0;
 	__builtin_memcpy(addr, rval->addr, 16);
@@ -293,7 +243,7 @@ static __always_inline int sock4_rev_hook(struct bpf_sock_addr *ctx)
 {
 	__u32 addr = ctx->user_ip4, port = ctx->user_port;
 
-	if (sock4_xlate_rev(ctx, &addr, &port) > 0) {
+	if (sock4_xlate_rev(ctx, &addr, &port, sy_sock_proto(ctx)) > 0) {
 		ctx->user_ip4 = addr;
 		ctx->user_port = port;
 	}
@@ -328,7 +278,7 @@ static __always_inline int sock6_rev_hook(struct bpf_sock_addr *ctx)
 	addr[1] = ctx->user_ip6[1];
 	addr[2] = ctx->user_ip6[2];
 	addr[3] = ctx->user_ip6[3];
-	if (sock6_xlate_rev(ctx, addr, &port) > 0) {
+	if (sock6_xlate_rev(ctx, addr, &port, sy_sock_proto(ctx)) > 0) {
 		ctx->user_ip6[0] = addr[0];
 		ctx->user_ip6[1] = addr[1];
 		ctx->user_ip6[2] = addr[2];

@@ -69,7 +69,7 @@ struct {
 	__array(values, struct sy_maglev_inner);
 } sy_maglev SEC(".maps");
 
-/* {socket cookie, backend} → frontend, for recvmsg/getpeername (IPv4). */
+/* {socket cookie, backend} → frontend, for recvmsg/getpeername of UDP sockets (IPv4). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 262144);
@@ -86,6 +86,23 @@ struct {
 	__type(value, struct sy_sock_revnat6_val);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sy_sock_revnat6 SEC(".maps");
+
+/* TCP twins of sy_sock_revnat4/6 (getpeername), apart so that they never evict UDP's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct sy_sock_revnat4_key);
+	__type(value, struct sy_sock_revnat4_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_tcp_revnat4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct sy_sock_revnat6_key);
+	__type(value, struct sy_sock_revnat6_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sy_tcp_revnat6 SEC(".maps");
 
 /* {client netns, service} → sticky backend for sessionAffinity: ClientIP. */
 struct {
@@ -125,84 +142,6 @@ static __always_inline void sy_count_drop(__u32 reason)
 static __always_inline struct sy_svc_stats *sy_svc_stats_of(__u32 svc_id)
 {
 	return bpf_map_lookup_elem(&sy_svc_stats, &svc_id);
-}
-
-#define SY_DEFAULT_CT_ENTRIES 524288
-#define SY_DEFAULT_SRC_RANGES 65536
-
-/* External frontend (IPv4, scope external) → tc-only attributes (eTP Local, source ranges). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
-	__type(key, struct sy_svc4_key);
-	__type(value, struct sy_ext_val);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_ext4 SEC(".maps");
-
-/* IPv6 twin of sy_ext4. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
-	__type(key, struct sy_svc6_key);
-	__type(value, struct sy_ext_val);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_ext6 SEC(".maps");
-
-/* {frontend, allowed source prefix} → 1, for loadBalancerSourceRanges (IPv4). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SY_DEFAULT_SRC_RANGES);
-	__type(key, struct sy_src_range4_key);
-	__type(value, __u32);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_src_range4 SEC(".maps");
-
-/* IPv6 twin of sy_src_range4. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SY_DEFAULT_SRC_RANGES);
-	__type(key, struct sy_src_range6_key);
-	__type(value, __u32);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_src_range6 SEC(".maps");
-
-/* Flow state of the tc path (IPv4): two entries per flow, see struct sy_ct4_key. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SY_DEFAULT_CT_ENTRIES);
-	__type(key, struct sy_ct4_key);
-	__type(value, struct sy_ct4_val);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_ct4 SEC(".maps");
-
-/* IPv6 twin of sy_ct4. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SY_DEFAULT_CT_ENTRIES);
-	__type(key, struct sy_ct6_key);
-	__type(value, struct sy_ct6_val);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_ct6 SEC(".maps");
-
-/* Counters of the tc path (enum sy_tc_counter). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SY_TC__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_tc_stats SEC(".maps");
-
-static __always_inline void sy_tc_count(__u32 what)
-{
-	__u64 *v = bpf_map_lookup_elem(&sy_tc_stats, &what);
-
-	if (v)
-		*v += 1;
 }
 
 #endif /* SY_MAPS_H */

@@ -31,390 +31,37 @@
  * for a drop (each drop has a counter).
  */
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
 #include <linux/in.h>
-#include <linux/in6.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "sy_common.h"
 #include "sy_maps.h"
+#include "tc_maps.h"
+#include "lib/pkt.h"
+#include "lib/csum.h"
+#include "lib/conntrack.h"
+#include "lib/lb.h"
 
-/* Tunables, set by the agent between open and load. */
+/* Tunables, set by the agent between open and load (flow timeouts: lib/conntrack.h). */
 const volatile __u32 sy_cfg_masq_mark = 0x1000;   /* skb->mark bit for the masquerade rule */
-const volatile __u32 sy_cfg_ct_tcp_sec = 21600;   /* established TCP flow idle timeout */
-const volatile __u32 sy_cfg_ct_syn_sec = 60;      /* TCP flow that has not seen a reply */
-const volatile __u32 sy_cfg_ct_close_sec = 10;    /* TCP flow after RST or FIN both ways */
-const volatile __u32 sy_cfg_ct_udp_sec = 120;     /* UDP flow idle timeout */
 
-#define SY_ETH_HLEN 14
-#define SY_IP_CSUM_OFF 10
-#define SY_IPV4_SADDR_OFF 12
-#define SY_IPV4_DADDR_OFF 16
-#define SY_IPV6_SADDR_OFF 8
-#define SY_IPV6_DADDR_OFF 24
-#define SY_TCP_CSUM_OFF 16
-#define SY_UDP_CSUM_OFF 6
-#define SY_ICMP_CSUM_OFF 2
-
-#define SY_TCP_FIN 0x01
-#define SY_TCP_SYN 0x02
-#define SY_TCP_RST 0x04
-#define SY_TCP_ACK 0x10
-
-#define SY_IPPROTO_ICMPV6 58
-#define SY_NEXTHDR_HOP 0
-#define SY_NEXTHDR_ROUTING 43
-#define SY_NEXTHDR_FRAGMENT 44
-#define SY_NEXTHDR_DEST 60
-#define SY_IPV6_MAX_EXT 4
-
-#define SY_PARSED (-1)
-
-/* One parsed packet: addresses in network order (IPv4 in word 0). */
-struct sy_pkt {
-	__u32 saddr[4];
-	__u32 daddr[4];
-	__be16 sport;
-	__be16 dport;
-	__u8 family;    /* 4 or 6 */
-	__u8 proto;     /* TCP, UDP, ICMP or ICMPv6 */
-	__u8 tcp_flags;
-	__u8 icmp_type;
-	__u32 l3_off;
-	__u32 l4_off;
-};
-
-/* ------------------------------------------------------------ checksums */
-
-static __always_inline __u16 sy_csum_fold(__s64 c)
-{
-	__u32 s = (__u32)c;
-
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)s;
-}
-
-/* Rewrites 4 bytes of IPv4 address, fixing the IP header checksum and, when
- * l4_csum_off is non-zero, the L4 checksum (the address is in its pseudo header). */
-static __always_inline int sy_store_addr4(struct __sk_buff *skb, __u32 off, __u32 ip_csum_off,
-					  __u32 l4_csum_off, __u64 l4_flags, __be32 old, __be32 new)
-{
-	if (l4_csum_off &&
-	    bpf_l4_csum_replace(skb, l4_csum_off, old, new, BPF_F_PSEUDO_HDR | sizeof(new) | l4_flags) < 0)
-		return -1;
-	if (bpf_l3_csum_replace(skb, ip_csum_off, old, new, sizeof(new)) < 0)
-		return -1;
-	return bpf_skb_store_bytes(skb, off, &new, sizeof(new), 0);
-}
-
-/* IPv6 addresses are only covered by the L4 checksum (pseudo header). */
-static __always_inline int sy_store_addr6(struct __sk_buff *skb, __u32 off, __u32 l4_csum_off,
-					  __u64 l4_flags, __u32 *old, __u32 *new)
-{
-	__s64 diff = bpf_csum_diff(old, 16, new, 16, 0);
-
-	if (bpf_l4_csum_replace(skb, l4_csum_off, 0, diff, BPF_F_PSEUDO_HDR | l4_flags) < 0)
-		return -1;
-	return bpf_skb_store_bytes(skb, off, new, 16, 0);
-}
-
-static __always_inline int sy_store_port(struct __sk_buff *skb, __u32 off, __u32 l4_csum_off,
-					 __u64 l4_flags, __be16 old, __be16 new)
-{
-	if (bpf_l4_csum_replace(skb, l4_csum_off, old, new, sizeof(new) | l4_flags) < 0)
-		return -1;
-	return bpf_skb_store_bytes(skb, off, &new, sizeof(new), 0);
-}
-
-static __always_inline __u32 sy_l4_csum_off(const struct sy_pkt *p)
-{
-	return p->l4_off + (p->proto == IPPROTO_TCP ? SY_TCP_CSUM_OFF : SY_UDP_CSUM_OFF);
-}
-
-/*
- * UDP: a computed checksum of 0 must be sent as 0xffff (0 means "no checksum",
- * which IPv6 does not allow at all), and an IPv4 datagram sent without one
- * (0) keeps 0. BPF_F_MARK_MANGLED_0 does both, for either family.
- */
-static __always_inline __u64 sy_l4_flags(const struct sy_pkt *p)
-{
-	return p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-}
-
-/* ------------------------------------------------------------ parsing */
-
-static __always_inline int sy_parse_l4(struct __sk_buff *skb, struct sy_pkt *p)
-{
-	if (p->proto == IPPROTO_TCP) {
-		__u8 th[14];
-
-		if (bpf_skb_load_bytes(skb, p->l4_off, th, sizeof(th)) < 0)
-			return SY_TC_PASS_TRUNCATED;
-		if ((th[12] >> 4) < 5)
-			return SY_TC_PASS_MALFORMED;
-		__builtin_memcpy(&p->sport, &th[0], 2);
-		__builtin_memcpy(&p->dport, &th[2], 2);
-		p->tcp_flags = th[13];
-		return SY_PARSED;
-	}
-	if (p->proto == IPPROTO_UDP) {
-		__be16 ports[2];
-
-		/* The whole 8-byte header must be there, not only the ports. */
-		if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0 ||
-		    p->l4_off + 8 > skb->len)
-			return SY_TC_PASS_TRUNCATED;
-		p->sport = ports[0];
-		p->dport = ports[1];
-		return SY_PARSED;
-	}
-	if ((p->family == 4 && p->proto == IPPROTO_ICMP) ||
-	    (p->family == 6 && p->proto == SY_IPPROTO_ICMPV6)) {
-		__u8 type;
-
-		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
-			return SY_TC_PASS_TRUNCATED;
-		p->icmp_type = type;
-		return SY_PARSED;
-	}
-	return SY_TC_PASS_OTHER_L4;
-}
-
-static __always_inline int sy_parse4(struct __sk_buff *skb, struct sy_pkt *p)
-{
-	struct iphdr ip;
-	__u32 hlen;
-
-	if (bpf_skb_load_bytes(skb, p->l3_off, &ip, sizeof(ip)) < 0)
-		return SY_TC_PASS_TRUNCATED;
-	if (ip.version != 4 || ip.ihl < 5)
-		return SY_TC_PASS_MALFORMED;
-	hlen = ip.ihl * 4;
-	if (bpf_ntohs(ip.tot_len) < hlen || p->l3_off + bpf_ntohs(ip.tot_len) > skb->len)
-		return SY_TC_PASS_TRUNCATED;
-	/* MF set or a non-zero offset: ports are in the first fragment only. */
-	if (ip.frag_off & bpf_htons(0x3fff))
-		return SY_TC_PASS_FRAGMENT;
-	if (hlen > sizeof(ip))
-		sy_tc_count(SY_TC_IP_OPTIONS);
-	p->family = 4;
-	p->proto = ip.protocol;
-	p->saddr[0] = ip.saddr;
-	p->daddr[0] = ip.daddr;
-	p->l4_off = p->l3_off + hlen;
-	return sy_parse_l4(skb, p);
-}
-
-static __always_inline int sy_parse6(struct __sk_buff *skb, struct sy_pkt *p)
-{
-	struct ipv6hdr ip6;
-	__u32 off;
-	__u8 nexthdr;
-
-	if (bpf_skb_load_bytes(skb, p->l3_off, &ip6, sizeof(ip6)) < 0)
-		return SY_TC_PASS_TRUNCATED;
-	if (ip6.version != 6)
-		return SY_TC_PASS_MALFORMED;
-	if (p->l3_off + sizeof(ip6) + bpf_ntohs(ip6.payload_len) > skb->len)
-		return SY_TC_PASS_TRUNCATED;
-	off = p->l3_off + sizeof(ip6);
-	nexthdr = ip6.nexthdr;
-	/*
-	 * Hop-by-hop and destination options do not change where the packet
-	 * goes or what its pseudo header holds: skip them. A routing header
-	 * would (the destination is not final), fragments have no ports in
-	 * general, AH would break: those are passed.
-	 */
-#pragma unroll
-	for (int i = 0; i < SY_IPV6_MAX_EXT; i++) {
-		__u8 ext[2];
-
-		if (nexthdr != SY_NEXTHDR_HOP && nexthdr != SY_NEXTHDR_DEST)
-			break;
-		if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)) < 0)
-			return SY_TC_PASS_TRUNCATED;
-		nexthdr = ext[0];
-		off += (ext[1] + 1) * 8;
-	}
-	if (nexthdr == SY_NEXTHDR_FRAGMENT)
-		return SY_TC_PASS_FRAGMENT;
-	if (nexthdr == SY_NEXTHDR_HOP || nexthdr == SY_NEXTHDR_DEST || nexthdr == SY_NEXTHDR_ROUTING ||
-	    nexthdr == IPPROTO_AH || nexthdr == IPPROTO_ESP)
-		return SY_TC_PASS_IPV6_EXT;
-	p->family = 6;
-	p->proto = nexthdr;
-	__builtin_memcpy(p->saddr, &ip6.saddr, 16);
-	__builtin_memcpy(p->daddr, &ip6.daddr, 16);
-	p->l4_off = off;
-	return sy_parse_l4(skb, p);
-}
-
-static __always_inline int sy_parse(struct __sk_buff *skb, struct sy_pkt *p)
-{
-	__be16 proto;
-
-	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) < 0)
-		return SY_TC_PASS_TRUNCATED;
-	p->l3_off = SY_ETH_HLEN;
-	if (proto == bpf_htons(ETH_P_IP))
-		return sy_parse4(skb, p);
-	if (proto == bpf_htons(ETH_P_IPV6))
-		return sy_parse6(skb, p);
-	return SY_TC_PASS_NON_IP;
-}
-
-static __always_inline int sy_is_icmp_error(const struct sy_pkt *p)
-{
-	if (p->family == 4)
-		return p->proto == IPPROTO_ICMP &&
-		       (p->icmp_type == 3 /* unreachable */ || p->icmp_type == 11 /* time exceeded */ ||
-			p->icmp_type == 12 /* parameter problem */);
-	return p->proto == SY_IPPROTO_ICMPV6 && p->icmp_type >= 1 && p->icmp_type <= 4;
-}
-
-/* ------------------------------------------------------------ flows */
-
-/* How long a flow may stay idle, by protocol and TCP state. */
-static __always_inline __u64 sy_ct_lifetime_ns(__u16 flags, __u8 proto)
-{
-	__u32 s;
-
-	if (proto != IPPROTO_TCP)
-		s = sy_cfg_ct_udp_sec;
-	else if ((flags & SY_CT_F_RST) || ((flags & SY_CT_F_FIN_FWD) && (flags & SY_CT_F_FIN_REV)))
-		s = sy_cfg_ct_close_sec;
-	else if (!(flags & SY_CT_F_REPLIED))
-		s = sy_cfg_ct_syn_sec;
-	else
-		s = sy_cfg_ct_tcp_sec;
-	return (__u64)s * 1000000000ULL;
-}
-
-static __always_inline __u16 sy_tcp_state(__u16 flags, __u8 tcp_flags, int reply)
-{
-	if (tcp_flags & SY_TCP_RST)
-		flags |= SY_CT_F_RST;
-	if (tcp_flags & SY_TCP_FIN)
-		flags |= reply ? SY_CT_F_FIN_REV : SY_CT_F_FIN_FWD;
-	return flags;
-}
-
-/*
- * A remembered flow keeps its backend unless it timed out, or a fresh SYN
- * reuses the ports of a closed connection. Then:
- *
- * - an established TCP connection (a reply was seen) keeps the backend
- *   address and port held in its entry, whether or not the backend is still
- *   in its Service: a terminating or removed endpoint keeps the connections
- *   it has, as conntrack does for kube-proxy, for as long as the pod answers;
- * - any other flow (UDP, a TCP connection not yet answered) keeps its backend
- *   only while the backend id still names the same address and port in
- *   sy_backend: a removed backend's flows move to a current one, and a
- *   reused id never sends a flow to somebody else's address.
- */
-static __always_inline int sy_ct_usable(__u16 flags, __u64 last_seen, __u32 backend_id,
-					const __u32 *addr, __be16 port, const struct sy_pkt *p, __u64 now)
-{
-	struct sy_backend *be;
-
-	if (now - last_seen > sy_ct_lifetime_ns(flags, p->proto))
-		return 0;
-	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (SY_TCP_SYN | SY_TCP_ACK)) == SY_TCP_SYN &&
-	    ((flags & SY_CT_F_RST) || ((flags & SY_CT_F_FIN_FWD) && (flags & SY_CT_F_FIN_REV))))
-		return 0;
-	if (p->proto == IPPROTO_TCP && (flags & SY_CT_F_REPLIED))
-		return 1;
-	be = bpf_map_lookup_elem(&sy_backend, &backend_id);
-	if (!be || be->port != port || be->family != p->family || be->addr[0] != addr[0])
-		return 0;
-	if (p->family == 6 && (be->addr[1] != addr[1] || be->addr[2] != addr[2] || be->addr[3] != addr[3]))
-		return 0;
-	return 1;
-}
-
-/*
- * A packet with no usable flow for a frontend port that belongs to one of the
- * node's own connections (the node dialled out from a port that is also a
- * NodePort, and this is the peer's answer) is not ours: it goes to the
- * node's socket untouched. TCP: any socket but a listener matching the full
- * tuple (a SYN_SENT socket is already hashed); UDP: a connected socket.
- * A pure TCP SYN always opens a new flow.
- */
-static __always_inline int sy_local_socket(struct __sk_buff *skb, const struct sy_pkt *p)
-{
-	struct bpf_sock_tuple t = {};
-	__u32 len;
-	int own = 0;
-
-	if (p->proto == IPPROTO_TCP && (p->tcp_flags & (SY_TCP_SYN | SY_TCP_ACK)) == SY_TCP_SYN)
-		return 0;
-	if (p->family == 4) {
-		t.ipv4.saddr = p->saddr[0];
-		t.ipv4.daddr = p->daddr[0];
-		t.ipv4.sport = p->sport;
-		t.ipv4.dport = p->dport;
-		len = sizeof(t.ipv4);
-	} else {
-		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
-		t.ipv6.sport = p->sport;
-		t.ipv6.dport = p->dport;
-		len = sizeof(t.ipv6);
-	}
-	if (p->proto == IPPROTO_TCP) {
-		struct bpf_sock *sk = bpf_skc_lookup_tcp(skb, &t, len, BPF_F_CURRENT_NETNS, 0);
-
-		if (sk) {
-			own = sk->state != BPF_TCP_LISTEN;
-			bpf_sk_release(sk);
-		}
-	} else {
-		struct bpf_sock *sk = bpf_sk_lookup_udp(skb, &t, len, BPF_F_CURRENT_NETNS, 0);
-
-		if (sk) {
-			own = sk->state == BPF_TCP_ESTABLISHED; /* a connected UDP socket */
-			bpf_sk_release(sk);
-		}
-	}
-	if (own)
-		sy_tc_count(SY_TC_PASS_LOCAL_SOCKET);
-	return own;
-}
+/* ------------------------------------------------------------ selection */
 
 /* A node-independent hash of the flow (client address and port, frontend port, protocol). */
-static __always_inline __u32 sy_mix(__u32 h, __u32 k)
-{
-	k *= 0xcc9e2d51;
-	k = (k << 15) | (k >> 17);
-	k *= 0x1b873593;
-	h ^= k;
-	h = (h << 13) | (h >> 19);
-	return h * 5 + 0xe6546b64;
-}
-
-static __always_inline __u32 sy_flow_hash(const struct sy_pkt *p)
+static __always_inline __u32 sy_pkt_hash(const struct sy_pkt *p)
 {
 	__u32 h = 0x5779;
 
-	h = sy_mix(h, bpf_ntohl(p->saddr[0]));
+	h = sy_mix32(h, bpf_ntohl(p->saddr[0]));
 	if (p->family == 6) {
-		h = sy_mix(h, bpf_ntohl(p->saddr[1]));
-		h = sy_mix(h, bpf_ntohl(p->saddr[2]));
-		h = sy_mix(h, bpf_ntohl(p->saddr[3]));
+		h = sy_mix32(h, bpf_ntohl(p->saddr[1]));
+		h = sy_mix32(h, bpf_ntohl(p->saddr[2]));
+		h = sy_mix32(h, bpf_ntohl(p->saddr[3]));
 	}
-	h = sy_mix(h, ((__u32)bpf_ntohs(p->sport) << 16) | bpf_ntohs(p->dport));
-	h = sy_mix(h, p->proto);
-	/* murmur3 finaliser */
-	h ^= h >> 16;
-	h *= 0x85ebca6b;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35;
-	h ^= h >> 16;
-	return h;
+	h = sy_mix32(h, ((__u32)bpf_ntohs(p->sport) << 16) | bpf_ntohs(p->dport));
+	h = sy_mix32(h, p->proto);
+	return sy_fmix32(h);
 }
 
 /* sessionAffinity: ClientIP on the tc path: the client is its source address. */
@@ -426,68 +73,20 @@ static __always_inline __u64 sy_client_of(const struct sy_pkt *p)
 }
 
 /*
- * Chooses a backend for a new external flow, or says why not (a drop counter).
- * Returns 0 and fills *bid / *out, or the counter to bump.
+ * Chooses a backend for a new external flow (lib/lb.h), or says why not:
+ * returns 0 and fills *bid / *out, or the drop counter to bump.
  */
 static __always_inline int sy_tc_pick(const struct sy_svc_val *svc, const struct sy_ext_val *ext,
 				      const struct sy_pkt *p, __u32 *bid, struct sy_backend **out)
 {
-	struct sy_affinity_key akey = {};
-	struct sy_affinity_val aval = {};
-	struct sy_svc_stats *st = sy_svc_stats_of(svc->svc_id);
-	struct sy_backend *be;
-	__u32 svc_id = svc->svc_id;
-	__u32 slot, *id, *m;
-	__u64 now = 0;
-	void *table;
+	int err = sy_lb_pick(svc, sy_client_of(p), sy_pkt_hash(p), bid, out);
 
-	if (svc->backend_count == 0) {
-		if (st)
-			st->refused += 1;
+	if (err == SY_PICK_NO_BACKEND)
 		return (ext && (ext->flags & SY_EXT_F_LOCAL)) ? SY_TC_DROP_NO_LOCAL : SY_TC_DROP_NO_BACKEND;
-	}
-	if (svc->flags & SY_SVC_F_AFFINITY) {
-		struct sy_affinity_val *cur;
-
-		akey.client = sy_client_of(p);
-		akey.svc_id = svc_id;
-		now = bpf_ktime_get_ns();
-		cur = bpf_map_lookup_elem(&sy_affinity, &akey);
-		if (cur && now - cur->last_used_ns <= (__u64)svc->affinity_timeout * 1000000000ULL) {
-			be = bpf_map_lookup_elem(&sy_backend, &cur->backend_id);
-			if (be) {
-				cur->last_used_ns = now;
-				*bid = cur->backend_id;
-				goto found;
-			}
-		}
-	}
-	table = bpf_map_lookup_elem(&sy_maglev, &svc_id);
-	if (!table)
+	if (err)
 		return SY_TC_DROP_NO_TABLE;
-	slot = SY_MAGLEV_SIZE_SLOT;
-	m = bpf_map_lookup_elem(table, &slot);
-	if (!m || *m == 0)
-		return SY_TC_DROP_NO_TABLE;
-	slot = 1 + sy_flow_hash(p) % *m;
-	id = bpf_map_lookup_elem(table, &slot);
-	if (!id)
-		return SY_TC_DROP_NO_TABLE;
-	be = bpf_map_lookup_elem(&sy_backend, id);
-	if (!be)
-		return SY_TC_DROP_NO_TABLE;
-	*bid = *id;
-	if (svc->flags & SY_SVC_F_AFFINITY) {
-		aval.last_used_ns = now;
-		aval.backend_id = *id;
-		bpf_map_update_elem(&sy_affinity, &akey, &aval, BPF_ANY);
-	}
-found:
-	if (be->family != p->family)
+	if ((*out)->family != p->family)
 		return SY_TC_DROP_FAMILY;
-	if (st)
-		st->translations += 1;
-	*out = be;
 	return 0;
 }
 

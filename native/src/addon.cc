@@ -17,7 +17,9 @@
 #include <cstdarg>
 #include <cstring>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <thread>
 #include <net/if.h>
 #include <mutex>
 #include <set>
@@ -340,6 +342,54 @@ Napi::Value LinkCreateTcx(const Napi::CallbackInfo &info) {
                            static_cast<enum bpf_attach_type>(U32Arg(info, 2)), nullptr);
   if (fd < 0) ThrowErrno(env, errno, "bpf_link_create(tcx, ifindex " + std::to_string(U32Arg(info, 1)) + ")");
   return Napi::Number::New(env, TrackFd(env, fd));
+}
+
+// linkCreateIter(progFd) -> link fd of a BPF iterator program (iter/udp, …).
+Napi::Value LinkCreateIter(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int fd = bpf_link_create(FdArg(info, 0), 0, BPF_TRACE_ITER, nullptr);
+  if (fd < 0) ThrowErrno(env, errno, "bpf_link_create(iter)");
+  return Napi::Number::New(env, TrackFd(env, fd));
+}
+
+// iterRead(linkFd, netnsPath | null) -> Buffer: opens an iterator of the link
+// and reads it to the end. With a path, the iterator is opened inside that
+// network namespace (socket iterators walk the namespace they were opened
+// in): a short-lived thread of its own enters the namespace, so neither the
+// JS thread nor libuv's pool ever leaves the agent's.
+Napi::Value IterRead(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int link_fd = FdArg(info, 0);
+  std::string netns = info[1].IsString() ? StrArg(info, 1) : "";
+  std::string out;
+  int err = 0;
+  std::string what;
+  std::thread t([&]() {
+    if (!netns.empty()) {
+      int nfd = open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+      if (nfd < 0) { err = errno; what = "open(" + netns + ")"; return; }
+      int r = setns(nfd, CLONE_NEWNET);
+      int e = errno;
+      close(nfd);
+      if (r < 0) { err = e; what = "setns(" + netns + ")"; return; }
+    }
+    int ifd = bpf_iter_create(link_fd);
+    if (ifd < 0) { err = errno; what = "bpf_iter_create"; return; }
+    char buf[8192];
+    for (;;) {
+      ssize_t n = read(ifd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        err = errno; what = "read(iterator)"; break;
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    close(ifd);
+  });
+  t.join();
+  if (err) ThrowErrno(env, err, what);
+  return Napi::Buffer<char>::Copy(env, out.data(), out.size());
 }
 
 // ifIndex(name) -> ifindex in the caller's network namespace
@@ -686,6 +736,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("objGet", Napi::Function::New(env, ObjGet));
   exports.Set("linkCreateCgroup", Napi::Function::New(env, LinkCreateCgroup));
   exports.Set("linkCreateTcx", Napi::Function::New(env, LinkCreateTcx));
+  exports.Set("linkCreateIter", Napi::Function::New(env, LinkCreateIter));
+  exports.Set("iterRead", Napi::Function::New(env, IterRead));
   exports.Set("ifIndex", Napi::Function::New(env, IfIndex));
   exports.Set("tcAttach", Napi::Function::New(env, TcAttach));
   exports.Set("tcDetach", Napi::Function::New(env, TcDetach));

@@ -18,6 +18,7 @@ import type { PinnedNames } from '../dataplane/names.js';
 /** EndpointSlice annotation the EndpointSlice controller sets; kube-proxy measures programming latency from it. */
 export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
+import type { ReapResult } from '../dataplane/reaper.js';
 
 export interface AgentDeps {
   nodeName: string;
@@ -42,6 +43,10 @@ export interface AgentDeps {
   healthTimeoutMs?: number;
   /** First retry of a failed sync after this long, doubling up to 30 s (default 1 s). */
   retryBaseMs?: number;
+  /** Destroys connected UDP sockets to backends that left (src/dataplane/reaper.ts); absent when the kernel cannot. */
+  reaper?: { reap(gone: SyncResult['gone']): ReapResult };
+  /** Why there is no reaper (the kernel lacks bpf_sock_destroy, …), for /v1/status. */
+  reaperUnavailable?: string;
 }
 
 export const DEFAULT_HEALTH_TIMEOUT_MS = 60_000;
@@ -84,6 +89,7 @@ export interface AgentStatus {
   lastSync?: SyncResult & { at: string };
   rejected: Rejection[];
   resync?: ResyncStatus;
+  socketReaper?: { enabled: boolean; unavailable?: string; last?: Agent['lastReap'] };
   northSouth?: NorthSouthStatus;
   /** health() with times as ISO strings. */
   health?: { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: string; pendingSince?: string; lastError?: string };
@@ -178,6 +184,7 @@ export class Agent {
       logger.warn({ entries: drift.length, first: drift.slice(0, 5) }, 'maps drifted from the desired state; repairing');
       const res = this.d.reconciler.resync();
       this.recordWrites(res);
+      this.reap(res.gone);
       this.scheduleNames();
       logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
       this.driftPendingSince = undefined;
@@ -194,6 +201,34 @@ export class Agent {
       return 0;
     }
   }
+
+  /**
+   * Connected UDP sockets whose backend left every Service are destroyed, so
+   * the application sees an error and reconnects through its Service. Runs
+   * right after the apply that removed the backends; never throws.
+   */
+  private reap(gone: SyncResult['gone']): void {
+    const reaper = this.d.reaper;
+    if (!reaper || !gone.some((g) => g.proto === 17)) return;
+    const { logger, metrics } = this.d;
+    try {
+      const r = reaper.reap(gone);
+      const failed = r.destroyed.filter((d) => d.err !== 0);
+      metrics.socketsDestroyed.inc({ result: 'destroyed' }, r.destroyed.length - failed.length);
+      if (failed.length) metrics.socketsDestroyed.inc({ result: 'failed' }, failed.length);
+      this.lastReap = { at: new Date(this.now()).toISOString(), backends: gone.length, namespaces: r.namespaces, destroyed: r.destroyed.length - failed.length, failed: failed.length, ms: Math.round(r.ms * 100) / 100 };
+      const fmt = (d: { addr: string; port: number }) => `${d.addr.includes(':') ? `[${d.addr}]` : d.addr}:${d.port}`;
+      if (r.destroyed.length || r.errors.length) {
+        logger.info(
+          { ...this.lastReap, sockets: r.destroyed.slice(0, 20).map((d) => ({ peer: fmt(d), netns: d.netns, cookie: String(d.cookie), err: d.err })), errors: r.errors.slice(0, 5) },
+          'connected UDP sockets to removed backends destroyed',
+        );
+      }
+    } catch (e) {
+      logger.warn({ err: e }, 'could not destroy the sockets of removed backends');
+    }
+  }
+  lastReap?: { at: string; backends: number; namespaces: number; destroyed: number; failed: number; ms: number };
 
   private recordWrites(res: SyncResult): void {
     const { metrics } = this.d;
@@ -320,6 +355,7 @@ export class Agent {
       lastSync: this.lastSync,
       rejected: this.rejected,
       resync: this.resyncState,
+      socketReaper: { enabled: !!this.d.reaper, ...(this.d.reaperUnavailable ? { unavailable: this.d.reaperUnavailable } : {}), ...(this.lastReap ? { last: this.lastReap } : {}) },
       health: (({ lastUpdated, pendingSince, ...h }) => ({
         ...h,
         ...(lastUpdated ? { lastUpdated: lastUpdated.toISOString() } : {}),
@@ -375,6 +411,7 @@ export class Agent {
         this.ready = true;
       }
       this.lastHealthSync = this.d.northSouth?.afterApply(desired, nodeInfo.addresses);
+      this.reap(res.gone);
       const secs = Number(process.hrtime.bigint() - t0) / 1e9;
       const at = this.now();
       metrics.syncDuration.observe(secs);

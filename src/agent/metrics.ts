@@ -32,6 +32,7 @@ export function agentMetrics(registry: Registry) {
     rejected: new Counter({ name: 'switchyard_rejected_objects_total', help: 'Rejections of objects or parts of objects as invalid, by kind; each counted once, when it appears.', labelNames: ['kind'], registers: [registry] }),
     rejectedNow: new Gauge({ name: 'switchyard_rejected_objects', help: 'Objects or parts of objects skipped as invalid in the current state, by kind.', labelNames: ['kind'], registers: [registry] }),
     externalClosed: new Gauge({ name: 'switchyard_external_frontends_closed', help: 'External frontends not served on the tc path because their source ranges or traffic policy could not be written (fail closed).', registers: [registry] }),
+    socketsDestroyed: new Counter({ name: 'switchyard_sockets_destroyed_total', help: 'Connected UDP sockets destroyed because their backend left every Service (the application sees ECONNABORTED and reconnects), by result (destroyed, failed).', labelNames: ['result'], registers: [registry] }),
     syncErrors: new Counter({ name: 'switchyard_sync_errors_total', help: 'Entries that could not be written to the maps (map full, …).', registers: [registry] }),
     writes: new Counter({ name: 'switchyard_map_writes_total', help: 'Entries written, by kind (backend, maglev_table, service, name).', labelNames: ['kind'], registers: [registry] }),
     resyncs: new Counter({ name: 'switchyard_resyncs_total', help: 'Periodic comparisons of the maps with the desired state, by result (in_sync, repaired).', labelNames: ['result'], registers: [registry] }),

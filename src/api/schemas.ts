@@ -235,6 +235,15 @@ export const statusResponse = {
         intervalSec: { type: 'number' }, lastAt: str, lastRepaired: int, runs: int,
       },
     },
+    socketReaper: {
+      type: 'object',
+      description: 'destruction of connected UDP sockets whose backend left every Service (bpf/sock_destroy.c)',
+      properties: {
+        enabled: bool,
+        unavailable: str,
+        last: { type: 'object', properties: { at: str, backends: int, namespaces: int, destroyed: int, failed: int, ms: { type: 'number' } } },
+      },
+    },
     rejected: {
       type: 'array',
       items: { type: 'object', properties: { kind: str, namespace: str, name: str, reason: str } },

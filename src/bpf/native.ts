@@ -67,6 +67,10 @@ export interface NativeAddon {
   objGet(path: string): number;
   linkCreateCgroup(progFd: number, cgroupPath: string, attachType: number): number;
   linkCreateTcx(progFd: number, ifindex: number, attachType: number): number;
+  /** Link of an iterator program (BPF_TRACE_ITER). */
+  linkCreateIter(progFd: number): number;
+  /** Opens an iterator of the link, inside netnsPath when given (in a thread of its own), and reads it to the end. */
+  iterRead(linkFd: number, netnsPath: string | null): Buffer;
   ifIndex(name: string): number;
   tcAttach(ifindex: number, egress: boolean, progFd: number, handle: number, priority: number): number;
   tcDetach(ifindex: number, egress: boolean, handle: number, priority: number): boolean;

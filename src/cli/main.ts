@@ -13,6 +13,7 @@ import { ListenError, openListeners, type ListenerSpec } from '../agent/listen.j
 import { agentMetrics, datapathMetrics } from '../agent/metrics.js';
 import { buildApp } from '../api/server.js';
 import { SocketLbDatapath, cleanupDatapath, DEFAULTS } from '../dataplane/datapath.js';
+import { SocketReaper } from '../dataplane/reaper.js';
 import { Reconciler } from '../dataplane/reconciler.js';
 import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/index.js';
 import { FileParseError, FileSource } from '../source/file.js';
@@ -81,6 +82,8 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --iptables-mode M       auto | nft | legacy                                      [auto: whichever the host uses]
   --skip-sysctls          leave ip_forward / send_redirects alone
   --ct-entries N          flow entries of the tc path per family (two per flow)    [${DEFAULTS.ctEntries}]
+  --revnat-entries N      reverse translations of the socket hooks, per family and protocol [${DEFAULTS.revnatEntries}]
+  --udp-socket-destroy on|off  destroy connected UDP sockets whose backend left every Service   [on]
   --maglev-table-size M   Maglev table size, a prime in ${MAGLEV_PRIMES[0]}…${MAGLEV_PRIMES[MAGLEV_PRIMES.length - 1]}   [${DEFAULT_MAGLEV_SIZE}]
   --maglev-fixed          every table has exactly M slots; default sizes each table from its
                           backend count (>= 100 slots per backend) with M as the upper bound
@@ -121,6 +124,8 @@ const agentOptions = {
   'iptables-mode': { type: 'string' },
   'skip-sysctls': { type: 'boolean' },
   'ct-entries': { type: 'string' },
+  'revnat-entries': { type: 'string' },
+  'udp-socket-destroy': { type: 'string' },
   'maglev-table-size': { type: 'string' },
   'maglev-fixed': { type: 'boolean' },
   'max-services': { type: 'string' },
@@ -204,7 +209,10 @@ async function runAgent(o: Opts): Promise<number> {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
     maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
     ctEntries: intOpt(o['ct-entries'], 'ct-entries', DEFAULTS.ctEntries),
+    revnatEntries: intOpt(o['revnat-entries'], 'revnat-entries', DEFAULTS.revnatEntries),
   };
+  const udpDestroy = o['udp-socket-destroy'] ?? 'on';
+  if (udpDestroy !== 'on' && udpDestroy !== 'off') throw new Error(`--udp-socket-destroy must be on or off, got ${JSON.stringify(udpDestroy)}`);
   const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes });
   const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, ...sizes });
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
@@ -241,9 +249,13 @@ async function runAgent(o: Opts): Promise<number> {
   const northSouth = tc
     ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, nodePortRange, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
     : undefined;
+  const reaperOrWhy = udpDestroy === 'off' ? { unavailable: 'switched off (--udp-socket-destroy off)' } : SocketReaper.load(bpfRoot, datapath.opts);
+  const reaper = reaperOrWhy instanceof SocketReaper ? reaperOrWhy : undefined;
+  if (!reaper) logger.warn({ reason: (reaperOrWhy as { unavailable: string }).unavailable }, 'connected UDP sockets to removed backends will not be destroyed');
   const agent = new Agent({
     nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
     names, resyncIntervalMs: resyncSec * 1000, northSouth, healthTimeoutMs: healthTimeoutSec * 1000,
+    reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
   });
   agentRef = agent;
   const maps = datapathMaps(datapath);
@@ -293,6 +305,7 @@ async function runAgent(o: Opts): Promise<number> {
     logger.fatal({ flag: e.flag, address: e.address, code: e.code }, e.message);
     names.close();
     tc?.close();
+    reaper?.close();
     datapath.close();
     return 1;
   }
@@ -317,6 +330,7 @@ async function runAgent(o: Opts): Promise<number> {
   await hcServers.close();
   names.close();
   tc?.close();
+  reaper?.close();
   datapath.close();
   return 0;
 }

@@ -16,7 +16,7 @@ import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, MapType, attachTypeName } from '../bpf
 import { ensureBpffs } from '../util/sys.js';
 import { openMaglevTable, readMaglevTable } from './maps.js';
 import {
-  affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, ALL_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
+  affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
   svcStatsCodec, svcValCodec,
 } from './layout.js';
@@ -69,18 +69,21 @@ export interface MapSizes {
 }
 
 /**
- * Sets the capacity of every shared map before load. sock_lb.o and tc_lb.o
- * define the same maps (bpf/sy_maps.h) and reuse each other's pins, which
- * libbpf only accepts when the sizes agree.
+ * Sets the capacity of every map of an object before load. sock_lb.o and
+ * tc_lb.o define the same shared maps (bpf/sy_maps.h) and reuse each other's
+ * pins, which libbpf only accepts when the sizes agree; the tc-only maps
+ * (bpf/tc_maps.h) exist in tc_lb.o alone.
  */
 export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
-  for (const m of ['sy_svc4', 'sy_svc6', 'sy_maglev', 'sy_svc_stats', 'sy_ext4', 'sy_ext6']) obj.setMapMaxEntries(m, o.maxServices);
-  obj.setMapMaxEntries('sy_backend', o.maxBackends);
-  obj.setMapMaxEntries('sy_affinity', o.affinityEntries);
-  obj.setMapMaxEntries('sy_sock_revnat4', o.revnatEntries);
-  obj.setMapMaxEntries('sy_sock_revnat6', o.revnatEntries);
-  obj.setMapMaxEntries('sy_ct4', o.ctEntries);
-  obj.setMapMaxEntries('sy_ct6', o.ctEntries);
+  const has = new Set(obj.maps().map((m) => m.name));
+  const size = (names: string[], n: number) => {
+    for (const m of names) if (has.has(m)) obj.setMapMaxEntries(m, n);
+  };
+  size(['sy_svc4', 'sy_svc6', 'sy_maglev', 'sy_svc_stats', 'sy_ext4', 'sy_ext6'], o.maxServices);
+  size(['sy_backend'], o.maxBackends);
+  size(['sy_affinity'], o.affinityEntries);
+  size(['sy_sock_revnat4', 'sy_sock_revnat6', 'sy_tcp_revnat4', 'sy_tcp_revnat6'], o.revnatEntries);
+  size(['sy_ct4', 'sy_ct6'], o.ctEntries);
 }
 
 const linkDir = (root: string) => join(root, 'links');
@@ -101,6 +104,9 @@ export class SocketLbDatapath {
   readonly backends;
   readonly revnat4;
   readonly revnat6;
+  /** TCP sockets' reverse translations (getpeername), apart from UDP's. */
+  readonly tcpRevnat4;
+  readonly tcpRevnat6;
   readonly affinity;
   readonly svcStats;
   readonly drops;
@@ -119,6 +125,8 @@ export class SocketLbDatapath {
     this.backends = new BpfMap(fd('sy_backend'), u32Codec, backendCodec);
     this.revnat4 = new BpfMap(fd('sy_sock_revnat4'), sockRevnat4KeyCodec, sockRevnat4ValCodec);
     this.revnat6 = new BpfMap(fd('sy_sock_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
+    this.tcpRevnat4 = new BpfMap(fd('sy_tcp_revnat4'), sockRevnat4KeyCodec, sockRevnat4ValCodec);
+    this.tcpRevnat6 = new BpfMap(fd('sy_tcp_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
     this.affinity = new BpfMap(fd('sy_affinity'), affinityKeyCodec, affinityValCodec);
     this.svcStats = new BpfMap(fd('sy_svc_stats'), u32Codec, svcStatsCodec);
     this.drops = new BpfMap(fd('sy_drops'), u32Codec, u64Codec);
@@ -143,7 +151,7 @@ export class SocketLbDatapath {
       objectPath: o.objectPath ?? SOCK_LB_OBJECT,
     };
     if (!existsSync(opts.objectPath)) throw new Error(`BPF object ${opts.objectPath} missing; run "npm run build"`);
-    const problems = checkLayouts(native().btfStructs(opts.objectPath, ALL_STRUCTS.map((s) => s.cStruct)));
+    const problems = checkLayouts(native().btfStructs(opts.objectPath, SHARED_STRUCTS.map((s) => s.cStruct)), SHARED_STRUCTS);
     if (problems.length > 0) {
       throw new Error(`C and TypeScript layouts disagree in ${opts.objectPath}:\n  ${problems.join('\n  ')}`);
     }

@@ -195,11 +195,49 @@ export const ct6ValCodec = defineStruct<CtVal>('sy_ct6_val', 40, [
   ['addr', 0, 'ip6'], ['port', 16, 'be16'], ['flags', 18, 'u16'], ['svcId', 20, 'u32'], ['backendId', 24, 'u32'], ['lastSeenNs', 32, 'u64'],
 ]);
 
-export const ALL_STRUCTS: readonly StructCodec<any>[] = [
+/** Structs of the shared maps (bpf/sy_maps.h): in every object's BTF. */
+export const SHARED_STRUCTS: readonly StructCodec<any>[] = [
   svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat4KeyCodec, sockRevnat4ValCodec,
   sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec,
+];
+/** Structs of the tc-only maps (bpf/tc_maps.h): in tc_lb.o alone. */
+export const TC_STRUCTS: readonly StructCodec<any>[] = [
   extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec,
 ];
+export const ALL_STRUCTS: readonly StructCodec<any>[] = [...SHARED_STRUCTS, ...TC_STRUCTS];
+
+export interface StaleKey {
+  svcId: number;
+  addr: string;
+  port: number;
+  proto: number;
+  family: number;
+}
+export interface Reaped {
+  cookie: bigint;
+  addr: string;
+  port: number;
+  family: number;
+  err: number;
+}
+/** bpf/sock_destroy.c: a backend whose connected sockets go. */
+export const staleKeyCodec = defineStruct<StaleKey>('sy_stale_key', 24, [
+  ['svcId', 0, 'u32'], ['addr', 4, 'addr16'], ['port', 20, 'be16'], ['proto', 22, 'u8'], ['family', 23, 'u8'],
+]);
+/** bpf/sock_destroy.c: one destroyed socket, as the iterator reports it. */
+const rawReapedCodec = defineStruct<Omit<Reaped, 'addr'> & { addr: Buffer | string }>('sy_reaped', 32, [
+  ['cookie', 0, 'u64'], ['addr', 8, 'addr16'], ['port', 24, 'be16'], ['family', 26, 'u8'], ['err', 28, 'u32'],
+]);
+export const SOCK_DESTROY_STRUCTS: readonly StructCodec<any>[] = [staleKeyCodec, rawReapedCodec];
+export function decodeReaped(buf: Buffer): Reaped[] {
+  const out: Reaped[] = [];
+  for (let off = 0; off + 32 <= buf.length; off += 32) {
+    const r = rawReapedCodec.decode(buf.subarray(off, off + 32));
+    const raw = r.addr as Buffer;
+    out.push({ ...r, addr: r.family === 6 ? ip6FromBytes(raw) : ip4FromBytes(raw), err: r.err | 0 });
+  }
+  return out;
+}
 
 /** C field name for a TS field name: svcId → svc_id, lastUsedNs → last_used_ns. */
 function cName(ts: string): string {

@@ -46,6 +46,12 @@ export interface SyncResult {
   written: { backends: number; tables: number; services: number };
   deleted: { backends: number; tables: number; services: number };
   errors: SyncError[];
+  /**
+   * Backends (address, port) that left the set of a UDP frontend of the
+   * socket path in this apply, or whose frontend went: the sockets that
+   * frontend connected to them are the reaper's (src/dataplane/reaper.ts).
+   */
+  gone: { svcId: number; addr: string; port: number; proto: number; family: number }[];
 }
 
 export interface SyncError {
@@ -358,6 +364,7 @@ export class Reconciler {
       durationMs: first.durationMs + second.durationMs,
       written: sum(first.written, second.written),
       deleted: sum(first.deleted, second.deleted),
+      gone: [...first.gone, ...second.gone],
     };
   }
 
@@ -534,6 +541,7 @@ export class Reconciler {
     const freed: { svcId: number; affinity: boolean }[] = [];
     // Sticky frontends whose set lost a backend: svc id → the ids it holds now.
     const shrunk = new Map<number, Set<number>>();
+    const gone: SyncResult['gone'] = [];
     for (const p of pending) {
       if (p.failed) {
         if (p.isNew) {
@@ -548,6 +556,7 @@ export class Reconciler {
       const refSet = new Set(p.c.ids);
       const refIds = [...refSet];
       if (p.prev?.affinity && p.prev.refIds.some((id) => !refSet.has(id))) shrunk.set(p.svcId, refSet);
+      if (p.prev && p.prev.refIds.some((id) => !refSet.has(id))) this.goneOf(p.c.feKey, p.svcId, p.prev.refIds.filter((id) => !refSet.has(id)), gone, refSet);
       for (const id of refIds) this.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       this.frontends.set(p.c.feKey, {
@@ -568,6 +577,7 @@ export class Reconciler {
         continue;
       }
       if (st.tableSig !== 'empty') clears.add(st.svcId);
+      this.goneOf(feKey, st.svcId, st.refIds, gone);
       this.release(st.refIds);
       this.frontends.delete(feKey);
       freed.push({ svcId: st.svcId, affinity: st.affinity });
@@ -617,7 +627,22 @@ export class Reconciler {
       written,
       deleted,
       errors,
+      gone,
     };
+  }
+
+  /** Backends of a UDP frontend of the socket path, as the reaper's keys (svc id + address). */
+  private goneOf(feKey: string, svcId: number, ids: Iterable<number>, out: SyncResult['gone'], keep?: Set<number>): void {
+    const [, , , proto, scope] = feKey.split('|');
+    if (Number(proto) !== IPPROTO.UDP || Number(scope) !== SCOPE_INTERNAL) return;
+    const kept = new Set<string>();
+    if (keep) for (const id of keep) { const b = this.beById.get(id); if (b) kept.add(b.mkey); }
+    for (const id of ids) {
+      const b = this.beById.get(id);
+      if (!b || kept.has(b.mkey)) continue;
+      const [addr, port] = b.mkey.split('|');
+      out.push({ svcId, addr, port: Number(port), proto: IPPROTO.UDP, family: addr.includes(':') ? 6 : 4 });
+    }
   }
 
   /** Drops references; ids that reach 0 are deleted at the end of the apply. */

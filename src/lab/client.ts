@@ -20,6 +20,15 @@
  *                                       → { t0, events: [[ms since t0, pod or error code], ...] }
  *                                         (one connection after another, gapMs apart, each given up after
  *                                         timeoutMs; t0 = Date.now() at start)
+ *   udp-session <host> <port> <ms> <gapMs>
+ *                                       → { t0, events: [[ms, pod or error code], ...], sockets }: ONE connected UDP
+ *                                         socket sends a datagram every gapMs and waits up to 500 ms for the
+ *                                         answer; on a socket error (ECONNABORTED when the agent destroys it) it
+ *                                         connects a new socket to the same address, as a resolver would
+ *   udp-then-tcp <host> <udpPort> <tcpPort> <n>
+ *                                       → { before, after, tcpErrors }: one unconnected UDP socket asks once
+ *                                         (reply source: before), then n TCP connects to host:tcpPort, then
+ *                                         the same UDP socket asks again (after)
  *   probe <json>                        → { [id]: { counts, errors } } for a list of targets
  *                                         [{ id, host, port, proto: "tcp"|"udp", count, timeoutMs }]; a target whose
  *                                         first two attempts fail gets no more attempts (failures are deterministic)
@@ -348,6 +357,67 @@ async function main(): Promise<unknown> {
         if (gap > 0) await new Promise((r) => setTimeout(r, gap));
       }
       return { t0, events };
+    }
+    case 'udp-session': {
+      const t0 = Date.now();
+      const until = t0 + Number(a3);
+      const gap = Number(a4 ?? 50);
+      const events: [number, string][] = [];
+      let sockets = 0;
+      const open = async () => {
+        const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
+        sock.on('error', () => {}); // failures reach udpOnce's listener; never crash on a late one
+        sockets++;
+        await udpConnect(sock, port, host);
+        return sock;
+      };
+      let sock = await open();
+      while (Date.now() < until) {
+        const t = Date.now() - t0;
+        try {
+          events.push([t, (await udpOnce(sock, true, 500)).pod]);
+        } catch (e) {
+          const c = code(e);
+          events.push([t, c]);
+          if (c !== 'ETIMEDOUT') {
+            sock.close();
+            try {
+              sock = await open();
+            } catch (e2) {
+              events.push([Date.now() - t0, `reconnect:${code(e2)}`]);
+              sock = await open();
+            }
+          }
+        }
+        await new Promise((r) => setTimeout(r, gap));
+      }
+      sock.close();
+      return { t0, events, sockets };
+    }
+    case 'udp-then-tcp': {
+      const udpPort = port;
+      const tcpPort = Number(a3);
+      const n = Number(a4);
+      const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
+      const ask = async () => {
+        try {
+          return (await udpOnce(sock, false, 2000)).from;
+        } catch (e) {
+          return code(e);
+        }
+      };
+      const before = await ask();
+      const tcpErrors: Record<string, number> = {};
+      for (let i = 0; i < n; i++) {
+        try {
+          await tcpOnce(3000, { host, port: tcpPort });
+        } catch (e) {
+          bump(tcpErrors, code(e));
+        }
+      }
+      const after = await ask();
+      sock.close();
+      return { before, after, tcpErrors };
     }
     case 'probe': {
       const targets = JSON.parse(host) as { id: string; host: string; port: number; proto: 'tcp' | 'udp'; count: number; timeoutMs: number }[];

@@ -12,6 +12,7 @@ import { Registry } from 'prom-client';
 import type { FastifyInstance } from 'fastify';
 import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
+import { TcDatapath } from '../../src/dataplane/tc.js';
 import { datapathMaps, openPinnedMaps } from '../../src/dataplane/maps.js';
 import { listServices, resolveNames } from '../../src/dataplane/inspect.js';
 import { listFlows } from '../../src/dataplane/tables.js';
@@ -48,6 +49,7 @@ const STATE: Frontend[] = [
 describe('REST API on real maps', () => {
   let cgroup = '';
   let dp: SocketLbDatapath;
+  let tc: TcDatapath | undefined;
   let rec: Reconciler;
   let names: PinnedNames;
   let app: FastifyInstance;
@@ -81,6 +83,7 @@ describe('REST API on real maps', () => {
   after(async () => {
     await app?.close();
     names?.close();
+    tc?.close();
     dp?.close();
     cleanupDatapath(root);
     if (cgroup && existsSync(cgroup)) rmdirSync(cgroup);
@@ -183,11 +186,15 @@ describe('REST API on real maps', () => {
     assert.equal((await get('/v1/affinity?backend=10.244.1.10')).body.items.length, 0);
   });
 
-  test('/v1/flows: the per-flow maps are pinned with the datapath; entries decoded from the objects\' BTF, paged and filtered', async () => {
+  test('/v1/flows: the per-flow maps exist with the tc path only; entries decoded from the objects\' BTF, paged and filtered', async () => {
+    const absent = await get('/v1/flows');
+    assert.equal(absent.status, 200);
+    assert.deepEqual(absent.body.items, []);
+    assert.match(absent.body.note, /sy_ct4 and sy_ct6 are not pinned .*tc path is not loaded/, 'the socket hooks alone create no flow tables');
+    tc = TcDatapath.load({ bpfRoot: root, maxServices: 64, maxBackends: 64 });
     const none = await get('/v1/flows');
-    assert.equal(none.status, 200);
     assert.deepEqual(none.body.items, []);
-    assert.equal(none.body.note, undefined, 'sy_ct4 and sy_ct6 are pinned (empty) from the first load');
+    assert.equal(none.body.note, undefined, 'sy_ct4 and sy_ct6 are pinned (empty) once the tc path loaded');
     // Write flows as the tc path does (forward entries; two with a live Service and backend, one stale).
     const fd = native().objGet(join(root, 'sy_ct4'));
     try {

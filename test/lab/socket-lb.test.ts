@@ -10,7 +10,9 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Lab, defaultSpec } from '../../src/lab/lab.js';
 import { endpointSlice, exampleObjects, service } from '../../src/lab/objects.js';
-import { repoRoot } from '../../src/bpf/native.js';
+import { native, repoRoot } from '../../src/bpf/native.js';
+import { BpfMap } from '../../src/bpf/map.js';
+import { sockRevnat4KeyCodec, sockRevnat4ValCodec } from '../../src/dataplane/layout.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
 const PORTS = { n1: testPort(1), n2: testPort(2) };
@@ -216,6 +218,52 @@ describe('socket LB in the lab', () => {
     assert.deepEqual(drift.items, []);
   });
 
+  test('a connected UDP socket whose backend leaves its Service is destroyed: the client sees ECONNABORTED and reconnects to the new backend (pod and hostNetwork)', async () => {
+    const VIP_U = '10.96.0.40';
+    const objs = (pod: string) => [
+      service('udp1', { clusterIPs: [VIP_U], ports: [{ name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' }] }),
+      endpointSlice(lab, 'udp1', [pod], [{ name: 'dns', port: 5353, protocol: 'UDP' }]),
+    ];
+    await apply(objs('web-0'));
+    type Session = { t0: number; events: [number, string][]; sockets: number };
+    const before = (await lab.agentGet('n1', '/v1/status')).body.socketReaper;
+    assert.equal(before.enabled, true, `the reaper runs on this kernel: ${JSON.stringify(before)}`);
+    // One resolver-like client in a pod (node 1), one in the host network of node 2.
+    const inPod = lab.client<Session>('client-n1', ['udp-session', VIP_U, 53, 5000, 50]);
+    const onHost = lab.onNode<Session>('n2', ['udp-session', VIP_U, 53, 5000, 50]);
+    await new Promise((r) => setTimeout(r, 1500));
+    const changeAt = Date.now();
+    await apply(objs('web-1')); // web-0 leaves udp1; it stays a backend of "web" on the same port
+    for (const [where, r] of [['pod', await inPod], ['hostNetwork', await onHost]] as const) {
+      const ev = r.events.map(([t, what]) => [r.t0 + t, what] as const);
+      const first = ev.findIndex(([, what]) => what !== 'web-0');
+      assert.ok(first > 0, `${where}: talked to web-0 first: ${JSON.stringify(r.events.slice(0, 5))}`);
+      const rest = ev.slice(first).map(([, what]) => what);
+      // Destroyed: the pending error (ECONNABORTED), or, once that was read, the next send on the
+      // disconnected socket (EDESTADDRREQ). A socket left alone would time out instead.
+      assert.match(rest[0], /^(ECONNABORTED|EDESTADDRREQ)$/, `${where}: the socket was destroyed, not left to time out: ${JSON.stringify(rest.slice(0, 5))}`);
+      const after = rest.slice(1);
+      assert.ok(after.length >= 10 && after.every((w) => w === 'web-1'), `${where}: the new socket reaches web-1 only: ${JSON.stringify(after.slice(0, 10))}`);
+      assert.equal(r.sockets, 2, `${where}: one reconnect`);
+      // Every datagram before the change was answered; none was lost across it but the one the error ate.
+      assert.ok(ev.slice(0, first).every(([, w]) => w === 'web-0'));
+      assert.ok(ev[first][0] >= changeAt - 100, `${where}: the error came with the change, not before`);
+    }
+    const status = (await lab.agentGet('n1', '/v1/status')).body.socketReaper;
+    assert.ok(status.last.destroyed >= 1, JSON.stringify(status));
+    const metrics = await (await fetch(`http://127.0.0.1:${PORTS.n1}/metrics`)).text();
+    assert.match(metrics, /switchyard_sockets_destroyed_total\{result="destroyed"\} [1-9]/);
+    // A client that dialled the pod address itself is not the reaper's business.
+    await apply(objs('web-0'));
+    const direct = lab.client<Session>('client-n1', ['udp-session', lab.podIp('web-1'), 5353, 2500, 50]);
+    await new Promise((r) => setTimeout(r, 800));
+    await apply(objs('web-2'));
+    const d = await direct;
+    assert.equal(d.sockets, 1, `untouched: ${JSON.stringify(d.events.filter(([, w]) => w !== 'web-1'))}`);
+    assert.ok(d.events.every(([, w]) => w === 'web-1'));
+    await apply();
+  });
+
   test('switchyard cleanup detaches the hooks and removes the pins', async () => {
     await lab.stopAgent('n2');
     const root = lab.bpfRootOf('n2');
@@ -228,5 +276,29 @@ describe('socket LB in the lab', () => {
     // Node 1 is untouched.
     const ok = await lab.client('client-n1', ['tcp', VIP, 80, 10]);
     assert.deepEqual(ok.errors, {});
+  });
+
+  test('TCP connects do not evict the reverse translations UDP replies need (separate maps)', async () => {
+    // Node 2's agent was stopped and cleaned up above: it comes back with small reverse maps.
+    await lab.startAgent('n2', PORTS.n2, ['--revnat-entries', '512']);
+    await apply();
+    const pinned = (name: string) => new BpfMap(native().objGet(join(lab.bpfRootOf('n2'), name)), sockRevnat4KeyCodec, sockRevnat4ValCodec);
+    const udpMap = pinned('sy_sock_revnat4');
+    const tcpMap = pinned('sy_tcp_revnat4');
+    try {
+      const r = await lab.client('client-n2', ['udp-then-tcp', VIP, 53, 80, 1500]);
+      assert.deepEqual(r.tcpErrors, {});
+      assert.equal(r.before, `${VIP}:53`);
+      assert.equal(r.after, `${VIP}:53`, '1,500 TCP connects later the UDP socket still gets its answer from the VIP');
+      // What makes that hold whatever the LRU's mood: TCP connects write the TCP map only, so a
+      // burst of them cannot push out an idle resolver socket's entry.
+      const udp = udpMap.entries();
+      const tcp = tcpMap.entries();
+      assert.ok(udp.length >= 1 && udp.every(([, v]) => v.port === 53), `UDP map: ${udp.length} entries, all for port 53`);
+      assert.ok(tcp.length >= 100 && tcp.every(([, v]) => v.port === 80), `TCP map: ${tcp.length} entries, all for port 80`);
+    } finally {
+      udpMap.close();
+      tcpMap.close();
+    }
   });
 });

@@ -41,7 +41,7 @@ async function node() {
   const lines: any[] = [];
   const logger = pino({ level: 'debug' }, { write: (l: string) => lines.push(JSON.parse(l)) });
   const registry = new Registry();
-  const result = (): SyncResult => ({ durationMs: 1, frontends: 1, backends: 1, written: zero, deleted: zero, errors: [] });
+  const result = (): SyncResult => ({ durationMs: 1, frontends: 1, backends: 1, written: zero, deleted: zero, errors: [], gone: [] });
   const reconciler = {
     apply: () => {
       if (fault.apply) throw new Error(fault.apply);

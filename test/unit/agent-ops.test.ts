@@ -24,7 +24,7 @@ function harness(drift: DriftEntry[][] = []) {
   const registry = new Registry();
   const metrics = agentMetrics(registry);
   const calls = { apply: 0, resync: 0, frontends: [] as { servicePort: { name: string } }[] };
-  const result = (): SyncResult => ({ durationMs: 1.5, frontends: 2, backends: 3, written: { backends: 3, tables: 1, services: 2 }, deleted: zero, errors: [] });
+  const result = (): SyncResult => ({ durationMs: 1.5, frontends: 2, backends: 3, written: { backends: 3, tables: 1, services: 2 }, deleted: zero, errors: [], gone: [] });
   const reconciler = {
     apply: (fes: typeof calls.frontends) => (calls.apply++, (calls.frontends = fes), result()),
     resync: () => (calls.resync++, { ...result(), written: { backends: 1, tables: 0, services: 0 } }),

@@ -3,14 +3,21 @@ import assert from 'node:assert/strict';
 import { native } from '../../src/bpf/native.js';
 import { SOCK_LB_OBJECT } from '../../src/dataplane/datapath.js';
 import { TC_LB_OBJECT } from '../../src/dataplane/tc.js';
+import { SOCK_DESTROY_OBJECT } from '../../src/dataplane/reaper.js';
 import {
-  ALL_STRUCTS, checkLayouts, svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat6KeyCodec, affinityKeyCodec,
+  ALL_STRUCTS, SHARED_STRUCTS, SOCK_DESTROY_STRUCTS, checkLayouts, svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat6KeyCodec, affinityKeyCodec,
 } from '../../src/dataplane/layout.js';
 
-test('every TypeScript mirror matches the BTF of the compiled object', () => {
+test('every TypeScript mirror of a shared map matches the BTF of the socket object', () => {
   const btf = native().btfStructs(SOCK_LB_OBJECT, ALL_STRUCTS.map((s) => s.cStruct));
-  assert.equal(Object.keys(btf).length, ALL_STRUCTS.length, 'every mirrored struct is in the BTF');
-  assert.deepEqual(checkLayouts(btf), []);
+  assert.equal(Object.keys(btf).length, SHARED_STRUCTS.length, 'every shared struct is in the BTF, no tc-only one');
+  assert.deepEqual(checkLayouts(btf, SHARED_STRUCTS), []);
+});
+
+test('the socket destroyer\'s structs match bpf/sock_destroy.o', () => {
+  const btf = native().btfStructs(SOCK_DESTROY_OBJECT, SOCK_DESTROY_STRUCTS.map((s) => s.cStruct));
+  assert.equal(Object.keys(btf).length, SOCK_DESTROY_STRUCTS.length);
+  assert.deepEqual(checkLayouts(btf, SOCK_DESTROY_STRUCTS), []);
 });
 
 test('the tc object shares the same layouts (it reuses the same pinned maps)', () => {
