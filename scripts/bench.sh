@@ -18,6 +18,7 @@
 #   dist/bench/inspect.js     API, metrics scrape, names and drift at 10,000 Services
 #   dist/bench/nodeport.js    NodePort requests/s and latency from outside with wrk, tc vs iptables
 #   dist/bench/programming.js API change → traffic latency and memory against kube-proxy (iptables)
+#   dist/bench/rollout.js   a rolling replacement of every backend under load: what clients see
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --k8s
@@ -27,7 +28,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 if [ "${1:-}" = --micro ]; then
-  for b in maglev model reconcile connect inspect nodeport programming; do
+  for b in maglev model reconcile connect inspect nodeport programming rollout; do
     node "dist/bench/$b.js"
     echo
   done
