@@ -2,7 +2,9 @@
 # The benchmark report: switchyard against the real kube-proxy in iptables and in nftables
 # mode on the same lab, Services and backends, in one run (dist/bench/report.js; root).
 #
-#   bash scripts/bench.sh                 100, 1,000, 10,000 and 30,000 Services × 10 endpoints
+#   bash scripts/bench.sh                 100, 1,000 and 10,000 Services × 10 endpoints (~30 min)
+#   bash scripts/bench.sh --scales 100,1000,10000,30000   adds 30,000 (well over an hour: kube-proxy
+#                                         iptables' syncs of ~1,000,000 rules)
 #   bash scripts/bench.sh --quick         small scales, short durations (what CI runs)
 #   bash scripts/bench.sh --scales 100,10000 --dataplanes switchyard,iptables …
 #   bash scripts/bench.sh --micro         the older single-purpose benchmarks instead (below)

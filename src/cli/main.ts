@@ -48,7 +48,7 @@ Usage:
                      [-o table|wide|json|yaml] [--namespace NS] [--service NAME] [--backend ID|ADDR[:PORT]]
                      [--raw] [--full] [--limit N] [--continue TOKEN]
   switchyard drift   [--api-addr HOST:PORT] [-o table|json|yaml]      (exit 1 when the maps drifted)
-  switchyard bench   [--quick] [--scales 100,1000,10000,30000] [--dataplanes switchyard,iptables,nftables] [--out DIR] …
+  switchyard bench   [--quick] [--scales 100,1000,10000] [--dataplanes switchyard,iptables,nftables] [--out DIR] …
                      (the benchmark report against kube-proxy iptables and nftables; root; options in
                       docs/benchmarks.md; writes bench/results/<date>-<host>/report.md)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
