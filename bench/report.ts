@@ -603,7 +603,10 @@ function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number;
     if (!/maglev/.test(m.name) || !/of_maps/.test(m.type ?? '')) continue;
     const dump = JSON.parse(sh('bpftool', ['-j', 'map', 'dump', 'pinned', join(root, m.name)])) as any[];
     for (const e of dump) {
-      const id = Number(e.inner_map_id ?? e.value);
+      // bpftool prints a map-in-map value as the inner map's id, little-endian hex bytes.
+      const id = typeof e.inner_map_id === 'number' ? e.inner_map_id
+        : Array.isArray(e.value) ? e.value.slice(0, 4).reduce((a: number, h: string, i: number) => a + parseInt(h, 16) * 256 ** i, 0)
+          : Number(e.value);
       if (!Number.isFinite(id) || ids.has(id)) continue;
       ids.add(id);
       bytes += byId.get(id)?.bytes_memlock ?? 0;
