@@ -88,7 +88,10 @@ function connectOnce(host: string, port: number): Promise<number> {
       const us = Number(process.hrtime.bigint() - t0) / 1e3;
       clearTimeout(timer);
       sock.once('close', () => resolve(us));
-      sock.destroy();
+      // RST, not FIN: no TIME_WAIT socket is left behind. Thousands of them to one destination
+      // make connect() search the ephemeral port range, and that search, not the socket hook,
+      // was what a second run within 60 s measured (docs/benchmarks.md, "Odd figures").
+      sock.resetAndDestroy();
     });
     sock.once('error', (e) => {
       clearTimeout(timer);

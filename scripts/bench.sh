@@ -1,33 +1,39 @@
 #!/usr/bin/env bash
-# Builds switchyard, then runs the benchmarks in sequence:
-#   dist/bench/maglev.js     Maglev table build time (pure JavaScript)
-#   dist/bench/model.js      model cost per snapshot, full vs cached with one slice changed
-#   dist/bench/reconcile.js  reconciler against a real, unattached datapath (root; BPF)
-#   dist/bench/connect.js    connect() overhead of the socket LB in the lab (root; netns, cgroups, BPF)
-#   dist/bench/inspect.js    API, metrics scrape, names and drift at 10,000 Services (root; BPF)
-#   dist/bench/nodeport.js   NodePort requests/s and latency from outside with wrk, tc vs iptables (root)
-#   dist/bench/programming.js  API change → traffic latency and memory, switchyard vs kube-proxy
-#                            (iptables), 100 and 10,000 Services (root; lab + real kube-apiserver)
-# They print figures against their goals and against baselines measured in the
-# same run; they assert nothing. Each cleans up after itself, also on Ctrl-C.
+# The benchmark report: switchyard against the real kube-proxy in iptables and in nftables
+# mode on the same lab, Services and backends, in one run (dist/bench/report.js; root).
+#
+#   bash scripts/bench.sh                 100, 1,000 and 10,000 Services × 10 endpoints (~30 min)
+#   bash scripts/bench.sh --scales 100,1000,10000,30000   adds 30,000 (well over an hour: kube-proxy
+#                                         iptables' syncs of ~1,000,000 rules)
+#   bash scripts/bench.sh --quick         small scales, short durations (what CI runs)
+#   bash scripts/bench.sh --scales 100,10000 --dataplanes switchyard,iptables …
+#   bash scripts/bench.sh --micro         the older single-purpose benchmarks instead (below)
+#
+# Writes bench/results/<date>-<host>/report.md, results.json and SVG charts (or --out DIR),
+# prints progress with the elapsed time; method and options in docs/benchmarks.md.
+#
+# --micro runs, in sequence, the single-purpose benchmarks (text tables on stdout):
+#   dist/bench/maglev.js      Maglev table build time (pure JavaScript)
+#   dist/bench/model.js       model cost per snapshot, full vs cached with one slice changed
+#   dist/bench/reconcile.js   reconciler against a real, unattached datapath (BPF)
+#   dist/bench/connect.js     connect() overhead of the socket LB in the lab
+#   dist/bench/inspect.js     API, metrics scrape, names and drift at 10,000 Services
+#   dist/bench/nodeport.js    NodePort requests/s and latency from outside with wrk, tc vs iptables
+#   dist/bench/programming.js API change → traffic latency and memory against kube-proxy (iptables)
+#   dist/bench/rollout.js   a rolling replacement of every backend under load: what clients see
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --k8s
 export PATH="/usr/local/go/bin:$PATH"
 if [ "$(id -u)" != 0 ]; then
-  echo "bench: the reconcile and connect benchmarks need root (BPF, namespaces, cgroups); run as root" >&2
+  echo "bench: needs root (BPF, network namespaces, cgroups, nftables); run as root" >&2
   exit 1
 fi
-node dist/bench/maglev.js
-echo
-node dist/bench/model.js
-echo
-node dist/bench/reconcile.js
-echo
-node dist/bench/connect.js
-echo
-node dist/bench/inspect.js
-echo
-node dist/bench/nodeport.js
-echo
-node dist/bench/programming.js
+if [ "${1:-}" = --micro ]; then
+  for b in maglev model reconcile connect inspect nodeport programming rollout; do
+    node "dist/bench/$b.js"
+    echo
+  done
+  exit 0
+fi
+exec node dist/bench/report.js "$@"

@@ -19,7 +19,7 @@ for a in "$@"; do
   esac
 done
 
-PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl curl ca-certificates make g++ python3 pkg-config wrk)
+PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conntrack util-linux openssl curl ca-certificates make g++ python3 pkg-config wrk nftables)
 # The lab cluster: container runtime, CNI plugins, image tools.
 CLUSTER_PKGS=(containerd runc containernetworking-plugins buildah debootstrap gcc libc6-dev procps)
 if [ "$WANT_CLUSTER" = 1 ]; then PKGS+=("${CLUSTER_PKGS[@]}"); fi

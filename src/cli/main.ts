@@ -2,6 +2,8 @@
  * `switchyard` command line: agent, cleanup, status, maps, lab.
  */
 import { parseArgs } from 'node:util';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -62,6 +64,9 @@ Usage:
   switchyard snapshot [-o FILE|-] [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR [--source … --node-name N]]
                      (one .tar.gz for an incident: status, maps, stats, drift, explain of every Service with a problem,
                       metrics, recent logs, kernel and programs, conntrack count/max, switchyard's iptables rules)
+  switchyard bench   [--quick] [--scales 100,1000,10000] [--dataplanes switchyard,iptables,nftables] [--out DIR] …
+                     (the benchmark report against kube-proxy iptables and nftables; root; options in
+                      docs/benchmarks.md; writes bench/results/<date>-<host>/report.md)
   switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
                      (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
                       --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
@@ -395,6 +400,14 @@ const labOptions = {
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  if (cmd === 'bench') {
+    // The benchmark report (dist/bench/report.js) runs as its own process: it owns the lab it builds
+    // and removes it on SIGINT/SIGTERM. Not part of the agent's image.
+    const script = fileURLToPath(new URL('../../bench/report.js', import.meta.url));
+    if (!existsSync(script)) throw new Error(`bench: ${script} not found (run from a built repository checkout: npm run build)`);
+    const r = spawnSync(process.execPath, [script, ...rest], { stdio: 'inherit' });
+    return r.status ?? 1;
+  }
   if (cmd === 'lab') {
     const { values, positionals } = parseArgs({ args: rest, options: labOptions, allowPositionals: true, strict: true });
     if (values.help) {

@@ -1,5 +1,5 @@
 /**
- * The real kube-proxy (iptables mode) in a lab node's network namespace,
+ * The real kube-proxy (iptables or nftables mode) in a lab node's network namespace,
  * against the lab's kube-apiserver: the reference switchyard is compared with.
  *
  * It programs iptables in the node's namespace only. Its process is not in the
@@ -75,6 +75,8 @@ export class KubeProxy {
         conntrack: this.opts.clusterNode ? { maxPerCore: 0, min: 0 } : { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
         oomScoreAdj: 0,
         iptables: this.opts.clusterNode ? { minSyncPeriod: '1s', syncPeriod: '30s' } : { localhostNodePorts: false, minSyncPeriod: '1s', syncPeriod: '30s' },
+        // nftables mode reads its own periods (same values as iptables mode's).
+        ...(this.opts.mode === 'nftables' ? { nftables: { minSyncPeriod: '1s', syncPeriod: '30s' } } : {}),
       }),
     );
     this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName);
@@ -86,7 +88,7 @@ export class KubeProxy {
   }
 
   metricsText(): string {
-    return execFileSync('ip', ['netns', 'exec', this.lab.ns(this.node), 'curl', '-sS', '-m', '5', `http://${METRICS_ADDR}/metrics`], { encoding: 'utf8' });
+    return execFileSync('ip', ['netns', 'exec', this.lab.ns(this.node), 'curl', '-sS', '-m', '5', `http://${METRICS_ADDR}/metrics`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   }
 
   /** Per IP family: the last time a change was queued and the last time rules were synced (s). */

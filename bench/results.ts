@@ -1,0 +1,164 @@
+/** The benchmark report's raw results (results.json) and small statistics helpers. */
+
+export const DATAPLANES = ['switchyard', 'iptables', 'nftables'] as const;
+export type Dataplane = (typeof DATAPLANES)[number];
+
+/** netbench client output for one target (times in µs). */
+export interface LoadStat {
+  n: number;
+  seconds: number;
+  rate: number;
+  mean: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  min: number;
+  max: number;
+  errors: Record<string, number>;
+  /** latency mode: median of each block (µs); rate mode: rate of each slice (ops/s). */
+  blocks: number[];
+}
+
+/** One load scenario: the Service address and the direct pod-IP baseline, measured interleaved. */
+export interface LoadPair {
+  service: LoadStat;
+  direct: LoadStat;
+}
+
+export interface PerNode<T = number> {
+  n1: T;
+  n2: T;
+}
+
+export interface BlockResult {
+  dataplane: Dataplane;
+  services: number;
+  endpoints: number;
+  /** Position of this block in the run (0-based). */
+  order: number;
+  startedAt: string;
+  seconds?: number;
+  /** Process start → first complete sync of every object, per node (ms). */
+  coldSyncMs?: PerNode;
+  /** pawsRejects: TcpExtPAWS* counters of the backends' namespaces during the scenario. */
+  eastWest?: { latency: LoadPair; rate: LoadPair; pawsRejects?: number };
+  northSouth?: { latency: LoadPair; rate: LoadPair; pawsRejects?: number };
+  conntrack?: {
+    connections: number;
+    /** New conntrack entries in each node's namespace after `connections` connections. */
+    service: PerNode;
+    direct: PerNode;
+    serviceErrors: number;
+    directErrors: number;
+    /** switchyard: the same, measured again after removing its masquerade chain (nft flush ruleset) at the end of the block. */
+    serviceWithoutMasquerade?: PerNode;
+    directWithoutMasquerade?: PerNode;
+  };
+  programming?: {
+    /** ms from the API server's answer to the write until traffic reached only the new endpoint; null = did not settle. */
+    samples: (number | null)[];
+    p50: number;
+    p99: number;
+    max: number;
+    /** Failed connection attempts after the changes (timeouts, refusals), all reps. */
+    failedAttempts: number;
+  };
+  churn?: {
+    seconds: number;
+    changes: number;
+    /** API writes per second actually achieved. */
+    achievedRate: number;
+    /** CPU-seconds (user + system, children included) of the dataplane process on each node, from the first write until synced. */
+    cpuSeconds: PerNode;
+    /** ms from the last write until the dataplane had applied everything. */
+    settleMs: number;
+  };
+  memory?: {
+    rss: PerNode;
+    peakRss: PerNode;
+    /** switchyard: kernel memory of its BPF maps (memlock, inner Maglev maps included). */
+    bpfMapBytes?: PerNode;
+    /** switchyard, node n1: memlock per pinned map, and of the inner Maglev tables together. */
+    bpfMapBytesByMap?: Record<string, number>;
+    /** switchyard: entries in its BPF maps. */
+    mapEntries?: PerNode;
+    /** nftables rules in the node's namespace (iptables-nft rules are nftables rules). */
+    rules: PerNode;
+    /** Elements of nftables sets and maps (kube-proxy's nftables mode keeps Services in maps). */
+    setElements: PerNode;
+  };
+  notes: string[];
+  error?: string;
+}
+
+export interface MaglevResult {
+  backends: number;
+  tableSize: number;
+  tableSizeAfter: number;
+  flows: number;
+  /** Share of all flows whose backend changed when one backend left. */
+  maglevMoved: number;
+  /** Of those, flows that were not on the backend that left. */
+  maglevMovedNeedlessly: number;
+  randomMoved: number;
+  randomMovedNeedlessly: number;
+  /** Largest backend share / ideal share (1 = perfect). */
+  maglevMaxOverIdeal: number;
+  maglevMinOverIdeal: number;
+  randomMaxOverIdeal: number;
+  randomMinOverIdeal: number;
+}
+
+export interface Machine {
+  host: string;
+  kernel: string;
+  os: string;
+  cpuModel: string;
+  cpus: number;
+  memoryGiB: number;
+  node: string;
+  kubeProxyVersion: string;
+  nft: string;
+  iptables: string;
+  loadAverageStart: number[];
+  loadAverageEnd?: number[];
+}
+
+export interface Results {
+  version: 1;
+  command: string;
+  startedAt: string;
+  finishedAt?: string;
+  quick: boolean;
+  options: {
+    scales: number[];
+    endpoints: number;
+    dataplanes: Dataplane[];
+    latencyCount: number;
+    rateSeconds: number;
+    concurrency: number;
+    conntrackConnections: number;
+    reps: number;
+    churnRate: number;
+    churnSeconds: number;
+  };
+  machine: Machine;
+  blocks: BlockResult[];
+  maglev: MaglevResult[];
+  /** Progress/estimate bookkeeping: seconds each phase took. */
+  phases: { name: string; seconds: number }[];
+}
+
+export function quantile(xs: number[], q: number): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const pos = (s.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return s[lo] + (s[hi] - s[lo]) * (pos - lo);
+}
+
+export function findBlock(r: Results, dp: Dataplane, services: number): BlockResult | undefined {
+  return r.blocks.find((b) => b.dataplane === dp && b.services === services);
+}

@@ -1,0 +1,84 @@
+/**
+ * The benchmark report's renderer on made-up results: tables, ratios, the goals
+ * table's met/missed/not measured, and well-formed charts. No lab needed.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { renderReport } from '../../bench/render.js';
+import { lineChart } from '../../bench/svg.js';
+import type { BlockResult, Dataplane, LoadStat, Results } from '../../bench/results.js';
+import { assertWellFormedSvg } from './svgcheck.js';
+
+const stat = (p50: number, rate: number): LoadStat => ({ n: 1000, seconds: 1, rate, mean: p50, p50, p90: p50 * 1.5, p99: p50 * 3, p999: p50 * 5, min: p50 / 2, max: p50 * 10, errors: {}, blocks: [p50, p50] });
+
+function block(dp: Dataplane, services: number, order: number, f: { p50: number; direct: number; rate: number; ct: number; prog: number; rss: number; maps?: number }): BlockResult {
+  return {
+    dataplane: dp, services, endpoints: 10, order, startedAt: '2026-01-01T00:00:00.000Z', seconds: 60, coldSyncMs: { n1: 1000, n2: 1100 },
+    eastWest: { latency: { service: stat(f.p50, 1000), direct: stat(f.direct, 1000) }, rate: { service: stat(f.p50, f.rate), direct: stat(f.direct, 9000) } },
+    northSouth: { latency: { service: stat(f.p50, 1000), direct: stat(f.direct, 1000) }, rate: { service: stat(f.p50, f.rate), direct: stat(f.direct, 9000) } },
+    conntrack: { connections: 10000, service: { n1: f.ct, n2: 0 }, direct: { n1: 10000, n2: 5000 }, serviceErrors: 0, directErrors: 0, ...(dp === 'switchyard' ? { serviceWithoutMasquerade: { n1: 0, n2: 0 }, directWithoutMasquerade: { n1: 0, n2: 0 } } : {}) },
+    programming: { samples: [f.prog, f.prog], p50: f.prog, p99: f.prog, max: f.prog, failedAttempts: 0 },
+    churn: { seconds: 30, changes: 1500, achievedRate: 50, cpuSeconds: { n1: 1, n2: 1 }, settleMs: 10 },
+    memory: { rss: { n1: f.rss, n2: f.rss }, peakRss: { n1: f.rss, n2: f.rss }, rules: { n1: 12, n2: 12 }, setElements: { n1: 0, n2: 0 }, ...(f.maps !== undefined ? { bpfMapBytes: { n1: f.maps, n2: f.maps }, mapEntries: { n1: 5, n2: 5 }, bpfMapBytesByMap: { sy_ct4: f.maps } } : {}) },
+    notes: [],
+  };
+}
+
+function results(scales: number[]): Results {
+  const MiB = 2 ** 20;
+  const blocks: BlockResult[] = [];
+  for (const s of scales) {
+    blocks.push(block('switchyard', s, blocks.length, { p50: 102, direct: 100, rate: 6000, ct: 0, prog: 40, rss: 100 * MiB, maps: 50 * MiB }));
+    blocks.push(block('iptables', s, blocks.length, { p50: 250, direct: 100, rate: 3000, ct: 10000, prog: 900, rss: 200 * MiB }));
+    blocks.push(block('nftables', s, blocks.length, { p50: 150, direct: 100, rate: 4000, ct: 10000, prog: 300, rss: 120 * MiB }));
+  }
+  return {
+    version: 1, command: 'node dist/bench/report.js --scales ' + scales.join(','), startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:30:00.000Z', quick: false,
+    options: { scales, endpoints: 10, dataplanes: ['switchyard', 'iptables', 'nftables'], latencyCount: 2000, rateSeconds: 4, concurrency: 4, conntrackConnections: 10000, reps: 10, churnRate: 50, churnSeconds: 30 },
+    machine: { host: 'h', kernel: '6.1', os: 'Debian', cpuModel: 'cpu', cpus: 2, memoryGiB: 24, node: 'v20', kubeProxyVersion: 'Kubernetes v1.34.4', nft: 'nftables v1', iptables: 'iptables v1', loadAverageStart: [0, 0, 0] },
+    blocks, maglev: [{ backends: 10, tableSize: 1021, tableSizeAfter: 1021, flows: 1000, maglevMoved: 0.12, maglevMovedNeedlessly: 0.02, randomMoved: 0.9, randomMovedNeedlessly: 0.8, maglevMaxOverIdeal: 1.01, maglevMinOverIdeal: 0.99, randomMaxOverIdeal: 1.02, randomMinOverIdeal: 0.98 }],
+    phases: [],
+  };
+}
+
+const goalRows = (md: string) => md.slice(md.indexOf('## Goals'), md.indexOf('## 1.')).split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| goal') && !l.startsWith('| ---'));
+
+test('goals: met and missed computed from the figures', () => {
+  const md = renderReport(results([100, 10000, 30000]))['report.md'];
+  const rows = goalRows(md);
+  assert.equal(rows.length, 7);
+  const verdict = (s: RegExp) => rows.find((r) => s.test(r))!.split(' | ').pop()!.replace(/ \|$/, '');
+  assert.equal(verdict(/within 3 %/), '**met**'); // 102 vs 100 µs: +2 %
+  assert.equal(verdict(/at most half/), '**met**'); // p99 306 vs 750
+  assert.equal(verdict(/at least 1.5×/), '**met**'); // 6000 vs 3000
+  assert.equal(verdict(/zero conntrack/), '**met**');
+  assert.equal(verdict(/programming p99/), '**met**'); // 40 ms
+  assert.equal(verdict(/iptables RSS/), '**met**'); // 150 vs 200 MiB
+  assert.equal(verdict(/nftables RSS/), '**missed**'); // 150 vs 120 MiB
+});
+
+test('goals: a scale missing from the run is "not measured", not met', () => {
+  const rows = goalRows(renderReport(results([10, 100]))['report.md']);
+  assert.equal(rows.filter((r) => r.endsWith('| not measured |')).length, 4);
+});
+
+test('tables: one per scenario with every dataplane and both ratios', () => {
+  const md = renderReport(results([100, 1000]))['report.md'];
+  const east = md.slice(md.indexOf('## 1. East-west'), md.indexOf('## 2.'));
+  assert.ok(east.includes('| 100 | p50 µs (direct) | 102 (100) | 250 (100) | 150 (100) | 0.41× | 0.68× |'), east);
+  assert.ok(east.includes('| 1,000 | new connections/s (direct) | 6,000 (9,000) | 3,000 (9,000) | 4,000 (9,000) | 2.00× | 1.50× |'), east);
+  assert.match(md, /^Machine: `h`, 2 × cpu, 24 GiB, Linux 6\.1/m);
+  assert.ok(md.includes('    node dist/bench/report.js --scales 100,1000'));
+});
+
+test('charts: well-formed, one line per dataplane and the direct baseline, names escaped', () => {
+  const files = renderReport(results([100, 1000, 10000]));
+  for (const [name, text] of Object.entries(files)) {
+    if (!name.endsWith('.svg')) continue;
+    assertWellFormedSvg(text, name);
+  }
+  assert.equal((files['ew-latency.svg'].match(/<polyline /g) ?? []).length, 7); // p50 and p99 × 3, direct
+  const svg = lineChart({ title: 'a < b & "c"', xLabel: 'x', yLabel: 'y', series: [{ name: '<s>', color: '#000', points: [[1, 2], [10, NaN], [100, 3]] }] });
+  assertWellFormedSvg(svg, 'escaping');
+  assert.ok(svg.includes('a &lt; b &amp; &quot;c&quot;'));
+});
