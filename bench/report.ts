@@ -54,7 +54,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
-import { Lab, defaultSpec, type LabSpec } from '../src/lab/lab.js';
+import { Lab, defaultSpec, runJson, type LabSpec } from '../src/lab/lab.js';
 import { APISERVER_INTERNAL_URL, ControlPlane, kubeconfigYaml } from '../src/lab/controlplane.js';
 import { KubeProxy } from '../src/lab/kubeproxy.js';
 import { endpointSlice, service } from '../src/lab/objects.js';
@@ -155,28 +155,6 @@ function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', input, maxBuffer: 1 << 30, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
 }
 const inNs = (ns: string, cmd: string[]) => sh('ip', ['netns', 'exec', ns, ...cmd]);
-
-/** Runs a command; resolves with the last line of stdout parsed as JSON. */
-function runJson<T>(argv0: string, args: string[], what: string, timeoutMs: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(argv0, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      try {
-        const j = JSON.parse(out.trim().split('\n').pop() ?? '');
-        if (j.fatal) reject(new Error(`${what}: ${j.fatal}`));
-        else resolve(j as T);
-      } catch {
-        reject(new Error(`${what} exited ${code}: ${out.slice(-500)}${err.slice(-500)}`));
-      }
-    });
-  });
-}
 
 /** netbench in a pod: its namespace and its node's cgroup (as every process of a lab pod). */
 function netbenchInPod<T>(pod: string, args: string[], timeoutMs: number): Promise<T> {

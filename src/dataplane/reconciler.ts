@@ -569,8 +569,11 @@ export class Reconciler {
       }
       const refSet = new Set(p.c.ids);
       const refIds = [...refSet];
-      if (p.prev?.affinity && p.prev.refIds.some((id) => !refSet.has(id))) shrunk.set(p.svcId, refSet);
-      if (p.prev && p.prev.refIds.some((id) => !refSet.has(id))) this.goneOf(p.c.feKey, p.svcId, p.prev.refIds.filter((id) => !refSet.has(id)), gone, refSet);
+      const left = p.prev?.refIds.filter((id) => !refSet.has(id)) ?? [];
+      if (left.length > 0) {
+        if (p.prev!.affinity) shrunk.set(p.svcId, refSet);
+        this.goneOf(p.c.feKey, p.svcId, left, gone, refSet);
+      }
       for (const id of refIds) this.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       this.frontends.set(p.c.feKey, {

@@ -103,7 +103,7 @@ function tryRun(cmd: string, args: string[]): void {
  * Runs a command that prints JSON lines; resolves with the last line, rejects
  * on `{"fatal": …}`, a bad exit, or a timeout (the child is killed).
  */
-function runJson<T>(cmd: string, argv: string[], what: string, timeoutMs: number): Promise<T> {
+export function runJson<T>(cmd: string, argv: string[], what: string, timeoutMs: number): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
