@@ -124,7 +124,7 @@ function memory(): { rss: number; heap: number } {
 interface KernelMem {
   /** The object's own maps (service, backend, affinity, revnat, stats ... maps). */
   baseBytes: number;
-  /** The Maglev inner tables installed in sy_maglev. */
+  /** The Maglev table pool (one map; tables are runs of its slots). */
   tableBytes: number;
   tables: number;
 }
@@ -134,24 +134,21 @@ interface KernelMem {
  * summed over maps named sy_* whose ids belong to this datapath. Undefined when
  * bpftool is unusable.
  */
-function kernelMemory(dp: SocketLbDatapath): KernelMem | undefined {
+function kernelMemory(dp: SocketLbDatapath, tables: number): KernelMem | undefined {
   try {
     const own = new Set<number>(
-      [dp.svc4, dp.svc6, dp.backends, dp.revnat4, dp.revnat6, dp.affinity, dp.svcStats, dp.drops, dp.maglev].map((m) => m.info.id),
+      [dp.svc4, dp.svc6, dp.backends, dp.revnat4, dp.revnat6, dp.affinity, dp.svcStats, dp.drops, dp.poolOuter].map((m) => m.info.id),
     );
-    const inner = new Set<number>();
-    for (const { value } of dp.maglev.dumpRaw()) inner.add(value.readUInt32LE(0));
+    const inner = new Set<number>([dp.pool.id]);
     const out = execFileSync('bpftool', ['map', 'show', '-j'], { encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] });
     const maps = JSON.parse(out) as { id: number; name?: string; bytes_memlock?: number }[];
     const r: KernelMem = { baseBytes: 0, tableBytes: 0, tables: 0 };
     for (const m of maps) {
       if (!m.name?.startsWith('sy_') || typeof m.bytes_memlock !== 'number') continue;
       if (own.has(m.id)) r.baseBytes += m.bytes_memlock;
-      else if (inner.has(m.id)) {
-        r.tableBytes += m.bytes_memlock;
-        r.tables++;
-      }
+      else if (inner.has(m.id)) r.tableBytes += m.bytes_memlock;
     }
+    r.tables = tables;
     return r;
   } catch {
     return undefined;
@@ -244,7 +241,7 @@ async function run(n: number, e: number, sizing: MaglevSizing, changes: number):
     noop.push(quiet(check('no-op', rec.apply(state))));
     await yieldToLoop();
   }
-  const kernel = kernelMemory(dp);
+  const kernel = kernelMemory(dp, rec.poolUsage().tables);
   teardown();
   return { n, sizing, tableM: rec.tableSizeFor(e), fromEmpty, noop, firstNoop, changes: changed, mem: { before, after }, kernel };
 }
@@ -263,58 +260,28 @@ function maglevOnlyMs(n: number, e: number, m: number): number {
 }
 
 /**
- * Kernel floor of a from-empty apply: what publishing one Maglev table costs
- * (create + fill an inner map, then one update of the sy_maglev slot, done
- * per service by the reconciler), and what publishing `n` tables costs when
- * the outer slots are written in a single batch update instead.
+ * Kernel costs of a table change: writing one table of M slots into the pool
+ * (what the reconciler does per new table), and one RCU grace period (what a
+ * map-in-map update waits for: the floor of a table change when every table
+ * was an inner map of its own, and what reclaiming pool slots costs now).
  */
-async function kernelProbe(n: number, m: number): Promise<{ singleUpdateMs: number[]; createFillMs: number; batchMs?: number; batchError?: string }> {
+async function kernelProbe(n: number, m: number): Promise<{ singleUpdateMs: number[]; createFillMs: number }> {
   const dp = loadFresh(n, 1);
-  const u32 = (v: number) => {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(v);
-    return b;
-  };
-  const slotKeys = Buffer.alloc(4 * (m + 1));
-  const slotVals = Buffer.alloc(4 * (m + 1));
-  for (let i = 0; i <= m; i++) {
-    slotKeys.writeUInt32LE(i, 4 * i);
-    slotVals.writeUInt32LE(i === 0 ? m : 1, 4 * i);
-  }
-  const tables: ReturnType<SocketLbDatapath['createMaglevTable']>[] = [];
   try {
+    dp.pool.open(m * 64);
+    const ids = new Uint32Array(m).fill(1);
     const t0 = process.hrtime.bigint();
-    for (let id = 1; id <= n; id++) {
-      const t = dp.createMaglevTable(m, id);
-      tables.push(t);
-      t.updateManyRaw(slotKeys, slotVals, m + 1);
-    }
-    const createFillMs = Number(process.hrtime.bigint() - t0) / 1e6 / n;
+    for (let i = 0; i < 64; i++) dp.pool.write(i * m, ids);
+    const createFillMs = Number(process.hrtime.bigint() - t0) / 1e6 / 64;
     const single: number[] = [];
-    for (let id = 1; id <= Math.min(n, 20); id++) {
+    for (let i = 0; i < 20; i++) {
       const t1 = process.hrtime.bigint();
-      dp.maglev.updateRaw(u32(id), u32(tables[id - 1].fd));
+      dp.pool.barrier();
       single.push(Number(process.hrtime.bigint() - t1) / 1e6);
       await yieldToLoop();
     }
-    const keys = Buffer.alloc(4 * n);
-    const vals = Buffer.alloc(4 * n);
-    tables.forEach((t, i) => {
-      keys.writeUInt32LE(i + 1, 4 * i);
-      vals.writeUInt32LE(t.fd, 4 * i);
-    });
-    let batchMs: number | undefined;
-    let batchError: string | undefined;
-    try {
-      const t2 = process.hrtime.bigint();
-      native().mapUpdateBatch(dp.maglev.fd, keys, vals, n, 0);
-      batchMs = Number(process.hrtime.bigint() - t2) / 1e6;
-    } catch (e) {
-      batchError = (e as Error).message;
-    }
-    return { singleUpdateMs: single, createFillMs, batchMs, batchError };
+    return { singleUpdateMs: single, createFillMs };
   } finally {
-    for (const t of tables) t.close();
     teardown();
   }
 }
@@ -363,10 +330,7 @@ async function main(): Promise<void> {
   row('(a) from empty, auto', N, big.tableM, big.fromEmpty.durationMs, GOAL_FROM_EMPTY_MS, maglevBase, 'maglev-only',
     `wrote ${big.fromEmpty.written.backends} backends, ${big.fromEmpty.written.tables} tables, ${big.fromEmpty.written.services} services`);
   row('    baseline: maglev-only (JS)', N, mAuto, maglevBase, undefined, undefined, '', `${N} x buildMaglevTable(${E} backends, M=${mAuto}), no kernel`);
-  row('    baseline: N x one sy_maglev update', N, mAuto, oneSwap * N, undefined, undefined, '', `${f2(oneSwap)} ms per update (median of ${probe.singleUpdateMs.length}) x ${N}`);
-  if (probe.batchMs !== undefined) {
-    row('    probe: N sy_maglev slots in 1 batch', N, mAuto, probe.batchMs, undefined, undefined, '', `one BPF_MAP_UPDATE_BATCH of ${N} inner-map fds`);
-  }
+  row('    probe: one RCU grace period', 1, mAuto, oneSwap, undefined, undefined, '', `median of ${probe.singleUpdateMs.length}: the old per-table floor (one map-in-map update); now paid only to reclaim pool slots`);
   row('(b) one endpoint change, auto', N, big.tableM, med(big.changes), GOAL_ONE_CHANGE_MS, median(big.noop), 'no-op',
     `median of ${big.changes.length}, ${range(big.changes.map((r) => r.durationMs))}`);
   row('(c) no-op apply, auto', N, big.tableM, median(big.noop), undefined, undefined, '', `median of ${big.noop.length}, ${range(big.noop)}; first ${f1(big.firstNoop)}`);
@@ -385,8 +349,7 @@ async function main(): Promise<void> {
 
   console.log('');
   console.log(table(['case', 'services', 'M', 'ms', 'goal ms', '/goal', 'vs baseline', 'notes'], rows));
-  if (probe.batchError) console.log(`(batch update of sy_maglev not possible here: ${probe.batchError})`);
-  console.log(`(one inner table of M=${mAuto}: create + fill ${f2(probe.createFillMs)} ms)`);
+  console.log(`(one table of M=${mAuto} written into the pool: ${f2(probe.createFillMs)} ms)`);
 
   const memRows: string[][] = [];
   const k = (r: RunResult, fn: (k: KernelMem) => string) => (r.kernel ? fn(r.kernel) : 'n/a');
@@ -407,13 +370,13 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(table(
-    ['memory, sizing', 'services', 'M', 'RSS before MiB', 'RSS after MiB', 'JS retained MiB', 'kernel base MiB', 'kernel tables MiB (n)', 'KiB/table', 'kernel total MiB'],
+    ['memory, sizing', 'services', 'M', 'RSS before MiB', 'RSS after MiB', 'JS retained MiB', 'kernel base MiB', 'kernel pool MiB (tables)', 'KiB/table', 'kernel total MiB'],
     memRows,
   ));
   console.log('');
   console.log('RSS and JS memory are read after a full GC just before and after the from-empty apply (the frontends already exist);');
   console.log('JS retained = heap + external + array buffers kept by the reconciler. Kernel = bytes_memlock (bpftool) of this');
-  console.log('datapath\'s sy_* maps: base = the object\'s maps sized as above, tables = Maglev inner maps; extrapolation is linear in N.');
+  console.log('datapath\'s sy_* maps: base = the object\'s maps sized as above, tables = the Maglev pool (capacity, so up to 1.5x what the tables use); extrapolation is linear in N.');
 }
 
 try {

@@ -51,21 +51,32 @@ struct sy_svc6_key {
 	__u8 scope;
 };
 
-/* Value of sy_svc4 / sy_svc6. 16 bytes. */
+/*
+ * Value of sy_svc4 / sy_svc6. 24 bytes. The entry names its Maglev table:
+ * M slots starting at slot table_off of the shared table pool (sy_mg_pool).
+ * Offset and size travel in one hash-map value, which the kernel replaces as
+ * a whole, so a reader never pairs a new offset with an old size; a new
+ * table is written into free pool slots before the entry that names it.
+ */
 struct sy_svc_val {
-	__u32 svc_id;           /* index into sy_maglev and sy_svc_stats */
+	__u32 svc_id;           /* index into sy_svc_stats; key of sy_affinity */
 	__u16 backend_count;    /* usable backends; 0 = refuse */
 	__u16 flags;            /* SY_SVC_F_* */
 	__u32 affinity_timeout; /* seconds; used when SY_SVC_F_AFFINITY */
+	__u32 table_m;          /* Maglev table size M; 0 = no table */
+	__u32 table_off;        /* first slot of the table in the pool */
 	__u32 pad;
 };
 
 /*
- * A Maglev table is an array of M + 1 u32: slot 0 holds M, slots 1..M hold
- * backend ids. Keeping M inside the table makes a table swap atomic even when
- * the new table has another size than the old one.
+ * The Maglev table pool: one BPF_F_MMAPABLE array whose elements are chunks
+ * of SY_MG_CHUNK backend ids; slot s lives in element s / SY_MG_CHUNK at
+ * index s % SY_MG_CHUNK. Every table is a run of M consecutive slots.
  */
-#define SY_MAGLEV_SIZE_SLOT 0
+#define SY_MG_CHUNK 16
+struct sy_mg_chunk {
+	__u32 ids[SY_MG_CHUNK];
+};
 
 /* sy_backend: backend id → where to send. 24 bytes. */
 struct sy_backend {

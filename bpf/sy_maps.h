@@ -46,28 +46,28 @@ struct {
 } sy_backend SEC(".maps");
 
 /*
- * Service id → its Maglev table (array of backend ids). BPF_F_INNER_MAP lets
- * every service have a table of its own size; a new table is built aside and
- * swapped in with one update of the outer slot, so a lookup sees either the
- * whole old table or the whole new one. Slot 0 holds M; M = 0 (the shared
- * one-slot "no table" map) means the service has no table.
+ * The Maglev table pool. Every service entry names its table as a run of
+ * slots in one mmapable array (the agent fills a table with one memcpy into
+ * free slots, then writes the entry: no map-in-map update, so no RCU grace
+ * period per table change). The pool itself is the one inner map of this
+ * outer array so that the agent can replace it with a larger copy (same
+ * offsets) when it fills up; BPF_F_INNER_MAP lets the copy have another size.
  */
-struct sy_maglev_inner {
+struct sy_mg_pool_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 251);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
-	/* mmapable: the agent fills a fresh table with one memcpy. */
+	__type(value, __u32[SY_MG_CHUNK]); /* one struct sy_mg_chunk */
 	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, SY_DEFAULT_MAX_SERVICES);
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct sy_maglev_inner);
-} sy_maglev SEC(".maps");
+	__array(values, struct sy_mg_pool_inner);
+} sy_mg_pool SEC(".maps");
 
 /* {socket cookie, backend} → frontend, for recvmsg/getpeername of UDP sockets (IPv4). */
 struct {

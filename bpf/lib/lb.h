@@ -59,7 +59,7 @@ static __always_inline __u32 sy_mix64(__u64 x)
 /*
  * Chooses the backend of one new flow of `svc`: the client's sticky backend
  * while sessionAffinity holds and the backend still exists, otherwise slot
- * 1 + hash % M of the Service's Maglev table (weights are how many slots a
+ * hash % M of the Service's Maglev table (M slots at table_off of the pool) (weights are how many slots a
  * backend owns), remembered for the client when the Service is sticky.
  * Fills *bid and *out and returns SY_PICK_OK, or says why not.
  */
@@ -72,9 +72,10 @@ static __always_inline int sy_lb_pick(const struct sy_svc_val *svc, __u64 client
 	struct sy_be_stats *bst;
 	struct sy_backend *be;
 	__u32 svc_id = svc->svc_id;
-	__u32 slot, *id, *m;
+	__u32 slot, chunk_idx, zero = 0, *id;
+	struct sy_mg_chunk *chunk;
 	__u64 now = 0;
-	void *table;
+	void *pool;
 	int err = SY_PICK_NO_TABLE;
 
 	if (svc->backend_count == 0) {
@@ -100,17 +101,17 @@ static __always_inline int sy_lb_pick(const struct sy_svc_val *svc, __u64 client
 			}
 		}
 	}
-	table = bpf_map_lookup_elem(&sy_maglev, &svc_id);
-	if (!table)
+	if (svc->table_m == 0)
 		goto refuse;
-	slot = SY_MAGLEV_SIZE_SLOT;
-	m = bpf_map_lookup_elem(table, &slot);
-	if (!m || *m == 0)
+	pool = bpf_map_lookup_elem(&sy_mg_pool, &zero);
+	if (!pool)
 		goto refuse;
-	slot = 1 + hash % *m;
-	id = bpf_map_lookup_elem(table, &slot);
-	if (!id)
+	slot = svc->table_off + hash % svc->table_m;
+	chunk_idx = slot / SY_MG_CHUNK;
+	chunk = bpf_map_lookup_elem(pool, &chunk_idx);
+	if (!chunk)
 		goto refuse;
+	id = &chunk->ids[slot % SY_MG_CHUNK];
 	be = bpf_map_lookup_elem(&sy_backend, id);
 	if (!be) {
 		err = SY_PICK_BACKEND_MISSING;

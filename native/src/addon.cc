@@ -492,36 +492,53 @@ Napi::Value MapCreate(const Napi::CallbackInfo &info) {
 
 // mapMmapWrite(fd, data, offset) / mapMmapRead(fd, length, offset) -> Buffer:
 // copy to / from the value area of a BPF_F_MMAPABLE array (element stride is
-// the value size rounded up to 8 bytes). One mapping per call.
-static void *MapValueArea(Napi::Env env, int fd, size_t end, size_t *maplen, int prot) {
-  long pg = sysconf(_SC_PAGESIZE);
-  *maplen = (end + pg - 1) / pg * pg;
-  void *p = mmap(nullptr, *maplen, prot, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
+// the value size rounded up to 8 bytes). One mapping per call, of the pages
+// that hold [off, off + len) only: the kernel populates every page of a BPF
+// array mapping at mmap time, so mapping a large pool whole for each table
+// would cost far more than the copy.
+struct ValueArea {
+  void *base = nullptr;  // the mapping
+  size_t len = 0;        // its length
+  uint8_t *at = nullptr; // byte `off` of the value area
+};
+
+static bool MapValueArea(Napi::Env env, int fd, size_t off, size_t len, int prot, ValueArea *a) {
+  size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t start = off / pg * pg;
+  a->len = (off + len - start + pg - 1) / pg * pg;
+  if (a->len == 0) a->len = pg;
+  a->base = mmap(nullptr, a->len, prot, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (a->base == MAP_FAILED) {
     ThrowErrno(env, errno, "mmap of BPF map");
-    return nullptr;
+    return false;
   }
-  return p;
+  a->at = static_cast<uint8_t *>(a->base) + (off - start);
+  return true;
 }
 
+static size_t SizeArg(const Napi::CallbackInfo &info, size_t i) {
+  return static_cast<size_t>(info[i].As<Napi::Number>().Int64Value());
+}
+
+// mapMmapWrite(fd, data, byteOffset)
 Napi::Value MapMmapWrite(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   auto data = BufArg(info, 1);
-  size_t off = U32Arg(info, 2), maplen = 0;
-  void *p = MapValueArea(env, FdArg(info, 0), off + data.Length(), &maplen, PROT_READ | PROT_WRITE);
-  if (!p) return env.Undefined();
-  memcpy(static_cast<uint8_t *>(p) + off, data.Data(), data.Length());
-  munmap(p, maplen);
+  ValueArea a;
+  if (!MapValueArea(env, FdArg(info, 0), SizeArg(info, 2), data.Length(), PROT_READ | PROT_WRITE, &a)) return env.Undefined();
+  memcpy(a.at, data.Data(), data.Length());
+  munmap(a.base, a.len);
   return env.Undefined();
 }
 
+// mapMmapRead(fd, length, byteOffset) -> Buffer
 Napi::Value MapMmapRead(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  size_t len = U32Arg(info, 1), off = U32Arg(info, 2), maplen = 0;
-  void *p = MapValueArea(env, FdArg(info, 0), off + len, &maplen, PROT_READ);
-  if (!p) return env.Undefined();
-  auto out = Napi::Buffer<uint8_t>::Copy(env, static_cast<uint8_t *>(p) + off, len);
-  munmap(p, maplen);
+  size_t len = SizeArg(info, 1);
+  ValueArea a;
+  if (!MapValueArea(env, FdArg(info, 0), SizeArg(info, 2), len, PROT_READ, &a)) return env.Undefined();
+  auto out = Napi::Buffer<uint8_t>::Copy(env, a.at, len);
+  munmap(a.base, a.len);
   return out;
 }
 

@@ -12,17 +12,14 @@ import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, unlink
 import { join } from 'node:path';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
-import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, MapType, attachTypeName } from '../bpf/constants.js';
+import { attachTypeName } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
-import { openMaglevTable, readMaglevTable } from './maps.js';
+import { MaglevPool } from './pool.js';
 import {
-  affinityKeyCodec, MAGLEV_SIZE_SLOT, affinityValCodec, backendCodec, checkLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
+  affinityKeyCodec, affinityValCodec, backendCodec, checkLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
   svcStatsCodec, svcValCodec, beStatsCodec,
 } from './layout.js';
-
-/** Flags of every Maglev inner map; must equal the template's in bpf/sy_maps.h. */
-export const MAGLEV_INNER_FLAGS = BPF_F_INNER_MAP | BPF_F_MMAPABLE;
 
 export const SOCK_LB_OBJECT = join(repoRoot, 'bpf', 'sock_lb.o');
 
@@ -79,7 +76,7 @@ export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
   const size = (names: string[], n: number) => {
     for (const m of names) if (has.has(m)) obj.setMapMaxEntries(m, n);
   };
-  size(['sy_svc4', 'sy_svc6', 'sy_maglev', 'sy_svc_stats', 'sy_ext4', 'sy_ext6'], o.maxServices);
+  size(['sy_svc4', 'sy_svc6', 'sy_svc_stats', 'sy_ext4', 'sy_ext6'], o.maxServices);
   size(['sy_backend', 'sy_be_stats'], o.maxBackends);
   size(['sy_affinity'], o.affinityEntries);
   size(['sy_sock_revnat4', 'sy_sock_revnat6', 'sy_tcp_revnat4', 'sy_tcp_revnat6'], o.revnatEntries);
@@ -112,8 +109,10 @@ export class SocketLbDatapath {
   /** sy_be_stats: per-CPU counters per backend id; the reconciler makes and removes the entries. */
   readonly beStats;
   readonly drops;
-  /** sy_maglev: outer array, svc_id → inner table. Values written are inner map fds; read back as map ids. */
-  readonly maglev;
+  /** sy_mg_pool: the one-slot outer array holding the Maglev table pool. */
+  readonly poolOuter;
+  /** The Maglev table pool (tables as runs of slots; see pool.ts). */
+  readonly pool: MaglevPool;
   readonly links: AttachedLink[] = [];
   private readonly programs: NativeProgram[];
 
@@ -133,7 +132,8 @@ export class SocketLbDatapath {
     this.svcStats = new BpfMap(fd('sy_svc_stats'), u32Codec, svcStatsCodec);
     this.beStats = new BpfMap(fd('sy_be_stats'), u32Codec, beStatsCodec);
     this.drops = new BpfMap(fd('sy_drops'), u32Codec, u64Codec);
-    this.maglev = new BpfMap(fd('sy_maglev'), u32Codec, u32Codec);
+    this.poolOuter = new BpfMap(fd('sy_mg_pool'), u32Codec, u32Codec);
+    this.pool = new MaglevPool(this.poolOuter);
     this.programs = obj.programs();
   }
 
@@ -250,46 +250,10 @@ export class SocketLbDatapath {
     return bad.length ? `${bad.join('; ')} (cgroup ${cg})` : undefined;
   }
 
-  /** Creates an empty Maglev inner table of M + 1 slots (slot 0 = M). Caller closes the fd. */
-  createMaglevTable(m: number, svcId: number): BpfMap<number, number> {
-    const fd = native().mapCreate(MapType.ARRAY, 4, 4, m + 1, MAGLEV_INNER_FLAGS, `sy_mg_${svcId}`.slice(0, 15));
-    return new BpfMap(fd, u32Codec, u32Codec, `sy_mg_${svcId}`);
-  }
-
-  /**
-   * The shared "no table" inner map: one slot holding M = 0. Releasing many
-   * outer slots at once is a batch update to this map (the kernel has no batch
-   * delete for map-in-map, and every single delete waits for an RCU grace
-   * period); the programs read M = 0 as "no table". Created on first use.
-   */
-  noTableFd(): number {
-    if (this.noTable === undefined) {
-      const fd = native().mapCreate(MapType.ARRAY, 4, 4, 1, MAGLEV_INNER_FLAGS, 'sy_mg_none');
-      this.noTable = fd; // array slots start at 0: M = 0
-    }
-    return this.noTable;
-  }
-  private noTable?: number;
-
-  /** Opens the inner table currently installed for svcId, or undefined (none, or the no-table map). Caller closes it. */
-  openMaglevTable(svcId: number): BpfMap<number, number> | undefined {
-    return openMaglevTable(this.maglev, svcId);
-  }
-
-  /**
-   * Fills a fresh inner table with one copy into its mmapped value area
-   * (slot 0 = M, then the M backend ids; array slots are 8 bytes apart).
-   */
-  writeMaglevTable(table: BpfMap<number, number>, m: number, ids: Uint32Array): void {
-    const area = new Uint32Array(2 * (m + 1));
-    area[0] = m;
-    for (let i = 0; i < m; i++) area[2 * (i + 1)] = ids[i];
-    native().mapMmapWrite(table.fd, Buffer.from(area.buffer), 0);
-  }
-
-  /** Reads a table back: slot 0 = M, then M ids. */
-  readMaglevTable(table: BpfMap<number, number>): Uint32Array {
-    return readMaglevTable(table);
+  /** The M backend ids of a table at slot `off` of the pool. */
+  readTable(off: number, m: number): Uint32Array {
+    this.pool.open();
+    return this.pool.read(off, m);
   }
 
   /** Counts per drop reason, summed over CPUs. */
@@ -301,8 +265,7 @@ export class SocketLbDatapath {
 
   /** Releases this process's handles; pinned maps and links keep the datapath running. */
   close(): void {
-    if (this.noTable !== undefined) native().close(this.noTable);
-    this.noTable = undefined;
+    this.pool.close();
     this.obj.close();
   }
 }

@@ -11,7 +11,7 @@ import type { InspectMaps } from './maps.js';
 import type { PinnedNames, ReconcilerNames, SvcName } from './names.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
-  backendCodec, beStatsCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal,
+  backendCodec, beStatsCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal, type SvcVal,
 } from './layout.js';
 
 // ---------------------------------------------------------------- names
@@ -146,16 +146,11 @@ function backendState(b: BackendVal | undefined): ServiceBackendRef['state'] {
   return b.flags & BE_F_TERMINATING ? 'terminating' : 'ready';
 }
 
-/** Slot counts per backend id of a live table, and its M; M = 0 when there is no table. */
-export function tableOf(maps: InspectMaps, svcId: number): { m: number; ids: Uint32Array } {
-  const table = maps.openMaglevTable(svcId);
-  if (!table) return { m: 0, ids: new Uint32Array(0) };
-  try {
-    const all = maps.readMaglevTable(table);
-    return { m: all[0] ?? 0, ids: all.subarray(1) };
-  } finally {
-    table.close();
-  }
+/** The live table a service entry names (its M slots in the pool); M = 0 when there is none. */
+export function tableOf(maps: InspectMaps, v: Pick<SvcVal, 'tableOff' | 'tableM'>): { m: number; ids: Uint32Array } {
+  if (!v.tableM) return { m: 0, ids: new Uint32Array(0) };
+  const ids = maps.readTable(v.tableOff, v.tableM);
+  return { m: ids.length ? v.tableM : 0, ids };
 }
 
 /** Slots per backend id; a table names few distinct ids, in runs of repeats. */
@@ -192,7 +187,7 @@ export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = 
       const v = svcValCodec.decode(value);
       const n = names.svc(v.svcId);
       if (!matchService(n, q)) continue;
-      const { m, ids } = tableOf(maps, v.svcId);
+      const { m, ids } = tableOf(maps, v);
       const slots = countSlots(ids);
       const refs: ServiceBackendRef[] = [...slots]
         .map(([id, count]) => {
@@ -380,7 +375,7 @@ export function maglevOf(maps: InspectMaps, names: Names, ref: NonNullable<Retur
         continue;
       }
       const k = codec.decode(key);
-      const { m, ids } = tableOf(maps, v.svcId);
+      const { m, ids } = tableOf(maps, v);
       const slots = countSlots(ids);
       out.push({
         svcId: v.svcId,

@@ -80,7 +80,6 @@ export const BE_F_TERMINATING = 1 << 1;
 export const FEAT_V4_IN_V6 = 1 << 0;
 
 /** Slot 0 of every Maglev inner table holds its size M; slots 1..M hold backend ids. */
-export const MAGLEV_SIZE_SLOT = 0;
 
 export const IPPROTO = { TCP: 6, UDP: 17, SCTP: 132 } as const;
 export function protoName(p: number): 'TCP' | 'UDP' | 'SCTP' | string {
@@ -92,7 +91,7 @@ export const DROP_REASON_SLOTS = 8;
 
 export interface Svc4Key { addr: string; port: number; proto: number; scope: number }
 export interface Svc6Key { addr: string; port: number; proto: number; scope: number }
-export interface SvcVal { svcId: number; backendCount: number; flags: number; affinityTimeout: number }
+export interface SvcVal { svcId: number; backendCount: number; flags: number; affinityTimeout: number; tableM: number; tableOff: number }
 export interface BackendVal { addr: string; port: number; proto: number; family: 4 | 6; flags: number }
 export interface SockRevnatKey { cookie: bigint; addr: string; port: number }
 export interface SockRevnatVal { addr: string; port: number; svcId: number }
@@ -106,8 +105,9 @@ export const svc4KeyCodec = defineStruct<Svc4Key>('sy_svc4_key', 8, [
 export const svc6KeyCodec = defineStruct<Svc6Key>('sy_svc6_key', 20, [
   ['addr', 0, 'ip6'], ['port', 16, 'be16'], ['proto', 18, 'u8'], ['scope', 19, 'u8'],
 ]);
-export const svcValCodec = defineStruct<SvcVal>('sy_svc_val', 16, [
+export const svcValCodec = defineStruct<SvcVal>('sy_svc_val', 24, [
   ['svcId', 0, 'u32'], ['backendCount', 4, 'u16'], ['flags', 6, 'u16'], ['affinityTimeout', 8, 'u32'],
+  ['tableM', 12, 'u32'], ['tableOff', 16, 'u32'],
 ]);
 
 interface RawBackend { addr: Buffer | string; port: number; proto: number; family: number; flags: number }

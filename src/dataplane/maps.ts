@@ -9,24 +9,23 @@ import { join } from 'node:path';
 import { BpfMap, u32Codec, u64Codec, type Codec } from '../bpf/map.js';
 import { MapType, mapTypeName } from '../bpf/constants.js';
 import { isBpfError, native } from '../bpf/native.js';
+import { openInstalledPool, readPoolSlots } from './pool.js';
 import type { SocketLbDatapath } from './datapath.js';
-import { MAGLEV_SIZE_SLOT, affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
+import { affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
 
 export interface InspectMaps {
   readonly bpfRoot: string;
   readonly svc4: SocketLbDatapath['svc4'];
   readonly svc6: SocketLbDatapath['svc6'];
   readonly backends: SocketLbDatapath['backends'];
-  readonly maglev: SocketLbDatapath['maglev'];
+  readonly poolOuter: SocketLbDatapath['poolOuter'];
   readonly affinity: SocketLbDatapath['affinity'];
   readonly svcStats: SocketLbDatapath['svcStats'];
   /** Per-backend counters; undefined when the pins predate them. */
   readonly beStats?: SocketLbDatapath['beStats'];
   readonly drops: SocketLbDatapath['drops'];
-  /** The table installed for svcId, or undefined (none, or the shared no-table map). Caller closes it. */
-  openMaglevTable(svcId: number): BpfMap<number, number> | undefined;
-  /** A table read back: slot 0 = M, then the M backend ids. */
-  readMaglevTable(table: BpfMap<number, number>): Uint32Array;
+  /** The M backend ids of the table at slot `off` of the Maglev pool (a service entry's tableOff, tableM); empty when there is no pool. */
+  readTable(off: number, m: number): Uint32Array;
   /** A map pinned under bpfRoot by name, with raw keys and values; undefined when not pinned. Caller closes it. */
   openPinned(name: string): BpfMap<Buffer, Buffer> | undefined;
 }
@@ -49,40 +48,32 @@ function openPinnedRaw(bpfRoot: string, name: string): BpfMap<Buffer, Buffer> | 
   }
 }
 
-/** The inner table installed for svcId in an outer sy_maglev map, or undefined (none, or the no-table map). Caller closes it. */
-export function openMaglevTable(maglev: BpfMap<number, number>, svcId: number): BpfMap<number, number> | undefined {
-  const id = maglev.lookup(svcId);
-  if (!id) return undefined;
-  let table: BpfMap<number, number>;
-  try {
-    table = new BpfMap(native().mapGetFdById(id), u32Codec, u32Codec, `sy_mg_${svcId}`);
-  } catch (e) {
-    if (isBpfError(e, 'ENOENT')) return undefined;
-    throw e;
-  }
-  if (!table.lookup(MAGLEV_SIZE_SLOT)) {
-    table.close(); // the shared no-table map (M = 0)
-    return undefined;
-  }
-  return table;
-}
-
-/** Slot 0 = M, then M ids; through the mmapped value area when the table has one (slots 8 bytes apart). */
-export function readMaglevTable(table: BpfMap<number, number>): Uint32Array {
-  const m = table.lookup(MAGLEV_SIZE_SLOT) ?? 0;
-  const out = new Uint32Array(m + 1);
-  try {
-    const raw = native().mapMmapRead(table.fd, 8 * (m + 1), 0);
-    const area = new Uint32Array(raw.buffer, raw.byteOffset, raw.length / 4);
-    for (let i = 0; i <= m; i++) out[i] = area[2 * i];
-  } catch (e) {
-    if (!isBpfError(e)) throw e;
-    for (const s of table.dumpRaw()) {
-      const i = s.key.readUInt32LE(0);
-      if (i <= m) out[i] = s.value.readUInt32LE(0);
-    }
-  }
-  return out;
+/** A reader of the Maglev pool installed in an outer sy_mg_pool map (opened on first use; reopened when replaced). */
+export function poolReader(outer: BpfMap<number, number>): { read(off: number, m: number): Uint32Array; close(): void } {
+  let cur: { fd: number; id: number; slots: number } | undefined;
+  const close = () => {
+    if (cur) native().close(cur.fd);
+    cur = undefined;
+  };
+  return {
+    read(off, m) {
+      if (m === 0) return new Uint32Array(0);
+      const id = outer.lookup(0);
+      if (!id) return new Uint32Array(0);
+      if (cur?.id !== id) {
+        close();
+        try {
+          cur = openInstalledPool(outer.fd);
+        } catch (e) {
+          if (isBpfError(e, 'ENOENT')) return new Uint32Array(0);
+          throw e;
+        }
+      }
+      if (!cur || off + m > cur.slots) return new Uint32Array(0);
+      return readPoolSlots(cur.fd, off, m);
+    },
+    close,
+  };
 }
 
 /** The agent's maps (already open). */
@@ -92,13 +83,12 @@ export function datapathMaps(dp: SocketLbDatapath): InspectMaps {
     svc4: dp.svc4,
     svc6: dp.svc6,
     backends: dp.backends,
-    maglev: dp.maglev,
+    poolOuter: dp.poolOuter,
     affinity: dp.affinity,
     svcStats: dp.svcStats,
     beStats: dp.beStats,
     drops: dp.drops,
-    openMaglevTable: (id) => dp.openMaglevTable(id),
-    readMaglevTable: (t) => dp.readMaglevTable(t),
+    readTable: (off, m) => dp.readTable(off, m),
     openPinned: (name) => openPinnedRaw(dp.opts.bpfRoot, name),
   };
 }
@@ -109,7 +99,7 @@ export interface PinnedMaps extends InspectMaps {
 
 /** Opens the datapath's pins under bpfRoot, read-only in spirit (nothing here writes). */
 export function openPinnedMaps(bpfRoot: string): PinnedMaps {
-  const need = ['sy_svc4', 'sy_svc6', 'sy_backend', 'sy_maglev', 'sy_affinity', 'sy_svc_stats', 'sy_drops'];
+  const need = ['sy_svc4', 'sy_svc6', 'sy_backend', 'sy_mg_pool', 'sy_affinity', 'sy_svc_stats', 'sy_drops'];
   const missing = need.filter((n) => !existsSync(join(bpfRoot, n)));
   if (missing.length) {
     throw new Error(`${bpfRoot}: no switchyard maps pinned here (missing ${missing.join(', ')}); is this the agent's --bpf-root?`);
@@ -121,21 +111,24 @@ export function openPinnedMaps(bpfRoot: string): PinnedMaps {
     return m;
   };
   try {
-    const maglev = open('sy_maglev', u32Codec, u32Codec);
+    const poolOuter = open('sy_mg_pool', u32Codec, u32Codec);
+    const pool = poolReader(poolOuter);
     return {
       bpfRoot,
       svc4: open('sy_svc4', svc4KeyCodec, svcValCodec),
       svc6: open('sy_svc6', svc6KeyCodec, svcValCodec),
       backends: open('sy_backend', u32Codec, backendCodec),
-      maglev,
+      poolOuter,
       affinity: open('sy_affinity', affinityKeyCodec, affinityValCodec),
       svcStats: open('sy_svc_stats', u32Codec, svcStatsCodec),
       beStats: existsSync(join(bpfRoot, 'sy_be_stats')) ? open('sy_be_stats', u32Codec, beStatsCodec) : undefined,
       drops: open('sy_drops', u32Codec, u64Codec),
-      openMaglevTable: (id) => openMaglevTable(maglev, id),
-      readMaglevTable,
+      readTable: (off, m) => pool.read(off, m),
       openPinned: (name) => openPinnedRaw(bpfRoot, name),
-      close: () => opened.forEach((m) => m.close()),
+      close: () => {
+        pool.close();
+        opened.forEach((m) => m.close());
+      },
     };
   } catch (e) {
     opened.forEach((m) => m.close());

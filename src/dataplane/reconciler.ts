@@ -4,11 +4,13 @@
  * reference:
  *
  *   1. backends that are new or changed;
- *   2. Maglev tables that changed: a fresh inner map is filled aside and
- *      swapped into sy_maglev with one update;
- *   3. service entries that are new or changed;
- *   4. tables of services that now have no backend (their entry already says 0);
- *   5. service entries no longer wanted, then their table slot;
+ *   2. Maglev tables that are new: written into free slots of the table pool
+ *      (pool.ts), which no entry names yet; a table with the same content as
+ *      one already live is shared instead;
+ *   3. service entries that are new or changed (each names its table's slots);
+ *   4. service entries no longer wanted;
+ *   5. tables no entry names any more: their slots are quarantined and reused
+ *      only after an RCU grace period (regions.ts);
  *   6. backends nobody references any more.
  *
  * IDs are stable: a frontend keeps its svc_id and a backend (per service port
@@ -26,8 +28,9 @@ import type { BpfMap } from '../bpf/map.js';
 import { native } from '../bpf/native.js';
 import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
+import { SlotRegions } from './regions.js';
 import {
-  BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, MAGLEV_SIZE_SLOT, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
+  BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
   SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec, beStatsCodec,
   type BackendVal, type SvcVal,
 } from './layout.js';
@@ -97,18 +100,27 @@ interface FrontendState {
   valHex: string;
   /** 'empty' (no table), `${M}:…` (signature of the table written), 'live' (adopted, see liveTable), 'unknown'. */
   tableSig: string;
-  /** Adopted table (slot 0 = M), kept until the first apply compares it. */
+  /** Adopted table (M ids), kept until the first apply compares it. */
   liveTable?: Uint32Array;
-  /** The backends the table was built from, with their ids (same order). */
-  tableBackends: readonly Backend[];
-  tableIds: readonly number[];
-  /** Kernel id of the inner map published for this frontend (for the cheap periodic check). */
-  tableMapId?: number;
+  /** The pool slots the entry names; undefined when it names none. */
+  region?: Region;
   /** Distinct backend ids this frontend holds a reference on. */
   refIds: readonly number[];
   servicePort: ServicePortName;
   type: FrontendType;
   affinity: boolean;
+}
+
+/** A table in the pool: M slots from off, named by `refs` service entries (tables with equal content are shared). */
+interface Region {
+  off: number;
+  m: number;
+  /** The table's signature (M, backends, weights, ids); `live:off:m` for an adopted table not yet compared. */
+  sig: string;
+  refs: number;
+  /** What it was built from, for the deep drift check (empty for an adopted table). */
+  backends: readonly Backend[];
+  ids: readonly number[];
 }
 
 interface BackendState {
@@ -134,8 +146,8 @@ interface Change {
 
 const SCOPE_NUM = { internal: SCOPE_INTERNAL, external: SCOPE_EXTERNAL } as const;
 
-/** Inner maps held open at once while their outer slots are published in one batch. */
-const SWAP_CHUNK = 4096;
+/** The pool grows to at least this much more than it needs (fewer copies during a large first sync). */
+const POOL_GROWTH = 1.5;
 
 export function frontendKeyString(family: 4 | 6, addr: string, port: number, proto: number, scope: number): string {
   return `${family}|${addr}|${port}|${proto}|${scope}`;
@@ -167,9 +179,11 @@ function backendVal(b: Backend): BackendVal {
   };
 }
 
-function svcVal(fe: Frontend, svcId: number, backendCount: number): SvcVal {
+function svcVal(fe: Frontend, svcId: number, backendCount: number, table?: { off: number; m: number }): SvcVal {
   return {
     svcId,
+    tableM: table?.m ?? 0,
+    tableOff: table?.off ?? 0,
     backendCount: Math.min(backendCount, 0xffff),
     flags:
       (fe.affinityTimeoutSec > 0 ? SVC_F_AFFINITY : 0) |
@@ -184,8 +198,10 @@ export class Reconciler {
   private readonly beById = new Map<number, BackendState>();
   private readonly idByIdent = new Map<string, number>();
   private readonly usedSvcIds = new Set<number>();
-  /** Outer slots holding a real table that no frontend owns (found at adoption). */
-  private readonly orphanTables = new Set<number>();
+  /** Live tables by signature (adopted ones by `live:off:m` until compared). */
+  private readonly regions = new Map<string, Region>();
+  /** Which pool slots are in use, free, or waiting for a grace period. */
+  private slots = new SlotRegions(0);
   /** Backend ids whose reference count may have dropped to 0. */
   private readonly unrefCandidates = new Set<number>();
   /** Frontend key per model object: unchanged objects cost one lookup per apply. */
@@ -250,36 +266,34 @@ export class Reconciler {
     for (const { key, value } of this.dp.affinity.dumpRaw()) {
       if (!this.beById.has(affinityValCodec.decode(value).backendId)) this.dp.affinity.deleteRaw(key);
     }
+    this.dp.pool.open();
+    this.slots = new SlotRegions(this.dp.pool.capacity);
     const scan = (map: BpfMap<any, SvcVal>, family: 4 | 6) => {
       for (const { key, value } of map.dumpRaw()) {
         const k = (family === 4 ? svc4KeyCodec : svc6KeyCodec).decode(key);
         const v = svcValCodec.decode(value);
         const feKey = frontendKeyString(family, k.addr, k.port, k.proto, k.scope);
         this.usedSvcIds.add(v.svcId);
-        let tableSig = v.backendCount === 0 ? 'empty' : 'unknown';
+        let tableSig = v.backendCount === 0 && v.tableM === 0 ? 'empty' : 'unknown';
         let liveTable: Uint32Array | undefined;
-        let tableMapId: number | undefined;
+        let region: Region | undefined;
         const refIds: number[] = [];
-        const table = this.dp.openMaglevTable(v.svcId);
-        if (table) {
-          try {
-            liveTable = this.dp.readMaglevTable(table);
-            tableMapId = this.dp.maglev.lookup(v.svcId);
-            tableSig = 'live';
-            for (const id of new Set(liveTable.subarray(1))) {
-              const b = this.beById.get(id);
-              if (b) {
-                b.refs++;
-                refIds.push(id);
-              }
+        if (v.tableM > 0) region = this.adoptRegion(v.tableOff, v.tableM);
+        if (region) {
+          region.refs++;
+          liveTable = this.dp.pool.read(region.off, region.m);
+          tableSig = 'live';
+          for (const id of new Set(liveTable)) {
+            const b = this.beById.get(id);
+            if (b) {
+              b.refs++;
+              refIds.push(id);
             }
-          } finally {
-            table.close();
           }
         }
         this.frontends.set(feKey, {
-          svcId: v.svcId, family, keyBuf: Buffer.from(key), valHex: value.toString('hex'), tableSig, liveTable,
-          tableBackends: [], tableIds: [], refIds, tableMapId,
+          svcId: v.svcId, family, keyBuf: Buffer.from(key), valHex: value.toString('hex'), tableSig, liveTable, region,
+          refIds,
           servicePort: { namespace: '', name: '', port: '', protocol: k.proto === IPPROTO.UDP ? 'UDP' : 'TCP' },
           type: 'ClusterIP', affinity: (v.flags & SVC_F_AFFINITY) !== 0,
         });
@@ -287,16 +301,25 @@ export class Reconciler {
     };
     scan(this.dp.svc4, 4);
     scan(this.dp.svc6, 6);
-    // Tables in slots that no service entry names (a service entry deleted behind our back).
-    for (const { key } of this.dp.maglev.dumpRaw()) {
-      const svcId = key.readUInt32LE(0);
-      if (this.usedSvcIds.has(svcId)) continue;
-      const t = this.dp.openMaglevTable(svcId);
-      if (t) {
-        t.close();
-        this.orphanTables.add(svcId);
-      }
+    // Slots no entry names are free, but a program may still be reading a table
+    // an entry named a moment ago (another agent, or this one before a resync).
+    this.dp.pool.barrier();
+  }
+
+  /** The region an adopted entry names: shared when another entry named the same slots; undefined when they are unusable. */
+  private adoptRegion(off: number, m: number): Region | undefined {
+    const sig = `live:${off}:${m}`;
+    const have = this.regions.get(sig);
+    if (have) return have;
+    if (off + m > this.slots.capacity) return undefined;
+    try {
+      this.slots.claim(off, m);
+    } catch {
+      return undefined; // overlaps another table: the entry gets a fresh table
     }
+    const r: Region = { off, m, sig, refs: 0, backends: [], ids: [] };
+    this.regions.set(sig, r);
+    return r;
   }
 
   /** Forgets what it believes and re-reads the maps on the next apply. */
@@ -305,7 +328,7 @@ export class Reconciler {
     this.beById.clear();
     this.idByIdent.clear();
     this.usedSvcIds.clear();
-    this.orphanTables.clear();
+    this.regions.clear();
     this.unrefCandidates.clear();
     this.feKeys = new WeakMap();
     this.adopted = false;
@@ -467,7 +490,8 @@ export class Reconciler {
 
     this.resetBackendStats(freshBackends);
 
-    // 2. Tables: built aside, then published in batches (one RCU wait per batch, not per table).
+    // 2. Tables: new ones written into free pool slots (no entry names them yet);
+    //    a table equal to a live one is shared.
     interface Pending {
       c: Change;
       prev?: FrontendState;
@@ -475,13 +499,14 @@ export class Reconciler {
       isNew: boolean;
       tableSig: string;
       valBuf: Buffer;
-      inner?: BpfMap<number, number>;
-      innerId?: number;
+      region?: Region;
       failed?: boolean;
     }
     const pending: Pending[] = [];
-    const clears = new Set<number>();
     const newStats: number[] = [];
+    const fresh: Region[] = [];
+    const plans: { c: Change; prev?: FrontendState; svcId: number; isNew: boolean; m: number; tableSig: string }[] = [];
+    let need = 0;
     for (const c of changes) {
       const fail = (reason: string) => errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason });
       if (c.ids.some((id) => failedBackends.has(id))) {
@@ -502,41 +527,55 @@ export class Reconciler {
       }
       const m = this.tableSizeFor(c.ids.length);
       const tableSig = m === 0 ? 'empty' : `${m}:${c.backends.map((b, i) => `${maglevKey(b)}*${b.weight}=${c.ids[i]}`).sort().join(',')}`;
-      const p: Pending = { c, prev, svcId, isNew, tableSig, valBuf: svcValCodec.encode(svcVal(c.fe, svcId, c.ids.length)) };
-      if (m > 0 && prev?.tableSig !== tableSig) {
-        const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
-        if (!(prev?.liveTable && sameTable(prev.liveTable, m, table))) {
-          try {
-            p.inner = this.fillTable(svcId, m, table);
-            p.innerId = native().mapInfo(p.inner.fd).id;
-          } catch (e) {
-            fail(`Maglev table: ${(e as Error).message}`);
-            if (isNew) this.usedSvcIds.delete(svcId);
-            continue;
-          }
-        }
-      } else if (m === 0 && (isNew ? this.orphanTables.has(svcId) : prev?.tableSig !== 'empty')) {
-        clears.add(svcId);
-      }
-      this.orphanTables.delete(svcId);
-      pending.push(p);
+      if (m > 0 && !this.regions.has(tableSig)) need += m;
+      plans.push({ c, prev, svcId, isNew, m, tableSig });
     }
     this.resetStats(newStats);
-    const swaps = pending.filter((p) => p.inner);
-    for (let i = 0; i < swaps.length; i += SWAP_CHUNK) {
-      const chunk = swaps.slice(i, i + SWAP_CHUNK);
-      this.writeBatch(
-        this.dp.maglev,
-        chunk.map((p) => [p.svcId, p.inner!.fd, p] as const),
-        (p, err) => {
-          p.failed = true;
-          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `Maglev table: ${err.message}` });
-        },
-      );
-      for (const p of chunk) {
-        p.inner!.close();
-        if (!p.failed) written.tables++;
+    // Room for every new table first: one grace period or one larger pool, not one per table.
+    let room: Error | undefined;
+    try {
+      this.ensureFree(need);
+    } catch (e) {
+      room = e as Error;
+    }
+    for (const { c, prev, svcId, isNew, m, tableSig } of plans) {
+      let region: Region | undefined;
+      if (m > 0) {
+        region = this.regions.get(tableSig);
+        if (!region) {
+          const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
+          const live = prev?.liveTable && prev.region && prev.region.sig.startsWith('live:') ? prev.region : undefined;
+          if (live && sameTable(prev!.liveTable!, m, table)) {
+            // The adopted table already holds exactly this: keep it, now under its signature.
+            this.regions.delete(live.sig);
+            live.sig = tableSig;
+            live.backends = c.backends;
+            live.ids = c.ids;
+            this.regions.set(tableSig, live);
+            region = live;
+          } else {
+            try {
+              if (room) throw room;
+              const off = this.allocSlots(m);
+              region = { off, m, sig: tableSig, refs: 0, backends: c.backends, ids: c.ids };
+              try {
+                this.dp.pool.write(off, table);
+              } catch (e) {
+                this.slots.releaseUnpublished(off, m);
+                throw e;
+              }
+            } catch (e) {
+              errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason: `Maglev table: ${(e as Error).message}` });
+              if (isNew) this.usedSvcIds.delete(svcId);
+              continue;
+            }
+            this.regions.set(tableSig, region);
+            fresh.push(region);
+            written.tables++;
+          }
+        }
       }
+      pending.push({ c, prev, svcId, isNew, tableSig, region, valBuf: svcValCodec.encode(svcVal(c.fe, svcId, c.ids.length, region)) });
     }
 
     // 3. Service entries, after their tables.
@@ -556,15 +595,11 @@ export class Reconciler {
     // Sticky frontends whose set lost a backend: svc id → the ids it holds now.
     const shrunk = new Map<number, Set<number>>();
     const gone: SyncResult['gone'] = [];
+    const released: Region[] = [];
     for (const p of pending) {
       if (p.failed) {
-        if (p.isNew) {
-          // Never published: its slot (if a table went in) is cleared, its id freed.
-          if (p.inner) clears.add(p.svcId);
-          freed.push({ svcId: p.svcId, affinity: false });
-        } else if (p.inner) {
-          p.prev!.tableSig = 'unknown'; // the new table is live under the old entry: rebuild next time
-        }
+        // The entry still names what it named before; a table made for it alone is dropped below.
+        if (p.isNew) freed.push({ svcId: p.svcId, affinity: false });
         continue;
       }
       const refSet = new Set(p.c.ids);
@@ -576,10 +611,11 @@ export class Reconciler {
       }
       for (const id of refIds) this.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
+      if (p.region) p.region.refs++;
+      if (p.prev?.region) released.push(p.prev.region);
       this.frontends.set(p.c.feKey, {
         fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valHex: p.valBuf.toString('hex'),
-        tableSig: p.tableSig, tableBackends: p.c.backends, tableIds: p.c.ids, refIds,
-        tableMapId: p.inner ? p.innerId : p.tableSig === 'empty' ? undefined : p.prev?.tableMapId,
+        tableSig: p.tableSig, region: p.region, refIds,
         servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
       });
     }
@@ -593,28 +629,26 @@ export class Reconciler {
         errors.push({ frontend: feKey, reason: `delete service entry: ${(e as Error).message}` });
         continue;
       }
-      if (st.tableSig !== 'empty') clears.add(st.svcId);
+      if (st.region) released.push(st.region);
       this.goneOf(feKey, st.svcId, st.refIds, gone);
       this.release(st.refIds);
       this.frontends.delete(feKey);
       freed.push({ svcId: st.svcId, affinity: st.affinity });
     }
 
-    // 5. Tables no entry reaches any more: emptied services, removed ones, orphans.
-    for (const id of this.orphanTables) clears.add(id);
-    this.orphanTables.clear();
-    if (clears.size > 0) {
-      const noTable = this.dp.noTableFd();
-      const ids = [...clears];
-      for (let i = 0; i < ids.length; i += SWAP_CHUNK) {
-        const chunk = ids.slice(i, i + SWAP_CHUNK);
-        let failed = 0;
-        this.writeBatch(this.dp.maglev, chunk.map((id) => [id, noTable, id] as const), (id, err) => {
-          failed++;
-          errors.push({ reason: `clear Maglev table of service id ${id}: ${err.message}` });
-        });
-        deleted.tables += chunk.length - failed;
-      }
+    // 5. Tables no entry names any more: their slots wait for a grace period.
+    for (const r of released) {
+      if (--r.refs > 0) continue;
+      if (this.regions.get(r.sig) === r) this.regions.delete(r.sig);
+      this.slots.release(r.off, r.m);
+      deleted.tables++;
+    }
+    // Tables written for entries that could not be written were never named: free now.
+    for (const r of fresh) {
+      if (r.refs > 0) continue;
+      if (this.regions.get(r.sig) === r) this.regions.delete(r.sig);
+      this.slots.releaseUnpublished(r.off, r.m);
+      written.tables--;
     }
     this.freeSvcIds(freed);
     this.dropStaleAffinity(shrunk);
@@ -683,16 +717,48 @@ export class Reconciler {
     return out;
   }
 
-  /** Creates and fills an inner table aside; the caller publishes it and closes the fd. */
-  private fillTable(svcId: number, m: number, table: Uint32Array): BpfMap<number, number> {
-    const inner = this.dp.createMaglevTable(m, svcId);
-    try {
-      this.dp.writeMaglevTable(inner, m, table);
-      return inner;
-    } catch (e) {
-      inner.close();
-      throw e;
+  /**
+   * Makes sure `n` slots can be allocated without waiting: first by reclaiming
+   * quarantined slots (one grace period), then by replacing the pool with a
+   * larger copy (one grace period, which also reclaims).
+   */
+  private ensureFree(n: number): void {
+    if (n === 0 || this.slots.capacity - this.slots.inUse - this.slots.waiting >= n) return;
+    if (this.slots.capacity - this.slots.inUse >= n && this.slots.waiting > 0) {
+      this.dp.pool.barrier();
+      this.slots.reclaim();
+      return;
     }
+    const want = Math.max(Math.ceil(this.slots.capacity * POOL_GROWTH), Math.ceil((this.slots.inUse + n) * POOL_GROWTH));
+    this.dp.pool.grow(want, this.slots.highWater);
+    this.slots.grow(this.dp.pool.capacity);
+    this.slots.reclaim();
+  }
+
+  /** A run of m free slots; reclaims or grows when the free runs are too fragmented. */
+  private allocSlots(m: number): number {
+    let off = this.slots.alloc(m);
+    if (off !== undefined) return off;
+    if (this.slots.waiting > 0) {
+      this.dp.pool.barrier();
+      this.slots.reclaim();
+      off = this.slots.alloc(m);
+      if (off !== undefined) return off;
+    }
+    const want = Math.max(Math.ceil(this.slots.capacity * POOL_GROWTH), this.slots.capacity + m);
+    this.dp.pool.grow(want, this.slots.highWater);
+    this.slots.grow(this.dp.pool.capacity);
+    off = this.slots.alloc(m);
+    if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${this.slots.capacity}`);
+    return off;
+  }
+
+  /** Pool use, for status and metrics. */
+  poolUsage(): { capacity: number; inUse: number; waiting: number; tables: number; grows: number; barriers: number } {
+    return {
+      capacity: this.slots.capacity, inUse: this.slots.inUse, waiting: this.slots.waiting, tables: this.regions.size,
+      grows: this.dp.pool.grows, barriers: this.dp.pool.barriers,
+    };
   }
 
   /** Zeroes the per-CPU counters of newly allocated service ids. */
@@ -820,78 +886,28 @@ export class Reconciler {
     for (const b of this.beById.values()) {
       if (b.hex && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')) });
     }
-    // Maglev tables.
-    const outer = new Map<number, number>();
-    for (const { key, value } of this.dp.maglev.dumpRaw()) outer.set(key.readUInt32LE(0), value.readUInt32LE(0));
-    const owned = new Set<number>();
-    for (const [feKey, st] of this.frontends) {
-      owned.add(st.svcId);
-      if (!deep && st.tableSig !== 'empty' && st.tableMapId !== undefined) {
-        const now = outer.get(st.svcId);
-        if (now !== st.tableMapId) {
-          const key = `svc ${st.svcId} (${readableKey(feKey)})`;
-          if (now === undefined || this.isRealTable(now) === false) out.push({ map: this.dp.maglev.name, key, kind: 'missing', service: svcName(st), expected: { table: st.tableMapId } });
-          else out.push({ map: this.dp.maglev.name, key, kind: 'differs', service: svcName(st), expected: { table: st.tableMapId }, actual: { table: now } });
-        }
-        continue;
-      }
-      const live = this.dp.openMaglevTable(st.svcId);
-      let actual: Uint32Array | undefined;
-      if (live) {
-        try {
-          actual = this.dp.readMaglevTable(live);
-        } finally {
-          live.close();
-        }
-      }
-      const key = `svc ${st.svcId} (${readableKey(feKey)})`;
-      if (st.tableSig === 'empty') {
-        if (actual) out.push({ map: this.dp.maglev.name, key, kind: 'unexpected', service: svcName(st), actual: { size: actual[0] } });
-        continue;
-      }
-      if (!st.fe) continue; // adopted, not yet compared: the next apply does that
-      const m = this.tableSizeFor(st.tableIds.length);
-      const expected = buildMaglevTable(st.tableBackends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: st.tableIds[i] })), m);
-      if (!actual) out.push({ map: this.dp.maglev.name, key, kind: 'missing', service: svcName(st), expected: { size: m } });
-      else if (!sameTable(actual, m, expected)) {
-        let slots = 0;
-        for (let i = 0; i < m; i++) if (actual[i + 1] !== expected[i]) slots++;
-        out.push({ map: this.dp.maglev.name, key, kind: 'differs', service: svcName(st), expected: { size: m }, actual: { size: actual[0], slotsDiffering: slots } });
-      }
+    // Maglev tables: the pool this agent installed, then (deep) every table slot by slot.
+    const installed = this.dp.pool.installedId();
+    if (this.adopted && installed !== this.dp.pool.id) {
+      out.push({ map: this.dp.poolOuter.name, key: 'pool', kind: installed === undefined ? 'missing' : 'differs', expected: { pool: this.dp.pool.id }, ...(installed !== undefined ? { actual: { pool: installed } } : {}) });
     }
-    for (const [svcId, mapId] of outer) {
-      if (owned.has(svcId) || this.isRealTable(mapId) === false) continue;
-      const t = this.dp.openMaglevTable(svcId);
-      if (!t) continue;
-      const size = t.lookup(MAGLEV_SIZE_SLOT);
-      t.close();
-      out.push({ map: this.dp.maglev.name, key: `svc ${svcId}`, kind: 'unexpected', actual: { size } });
+    if (!deep) return out;
+    const checked = new Map<Region, DriftEntry['actual'] | null>();
+    for (const [feKey, st] of this.frontends) {
+      const r = st.region;
+      if (!r || !st.fe || r.sig.startsWith('live:')) continue; // adopted, not yet compared: the next apply does that
+      let bad = checked.get(r);
+      if (bad === undefined) {
+        const expected = buildMaglevTable(r.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: r.ids[i] })), r.m);
+        const actual = this.dp.pool.read(r.off, r.m);
+        let slots = 0;
+        for (let i = 0; i < r.m; i++) if (actual[i] !== expected[i]) slots++;
+        bad = slots === 0 ? null : { size: r.m, offset: r.off, slotsDiffering: slots };
+        checked.set(r, bad);
+      }
+      if (bad) out.push({ map: this.dp.poolOuter.name, key: `svc ${st.svcId} (${readableKey(feKey)})`, kind: 'differs', service: svcName(st), expected: { size: r.m, offset: r.off }, actual: bad });
     }
     return out;
-  }
-
-  /** Inner map ids already seen to be a "no table" map (M = 0); such maps never change. */
-  private readonly noTableIds = new Set<number>();
-
-  /** false when the inner map with this id is a "no table" map (or gone); true for a real table. */
-  private isRealTable(mapId: number): boolean {
-    if (this.noTableIds.has(mapId)) return false;
-    let fd: number;
-    try {
-      fd = native().mapGetFdById(mapId);
-    } catch {
-      return false;
-    }
-    try {
-      const m = native().mapLookup(fd, Buffer.alloc(4), 4);
-      if (!m || m.readUInt32LE(0) === 0) {
-        this.noTableIds.add(mapId);
-        return false;
-      }
-      return true;
-    } finally {
-      native().close(fd);
-    }
   }
 }
 
@@ -901,9 +917,9 @@ function sum<T extends Record<string, number>>(a: T, b: T): T {
   return out;
 }
 
-/** Whether a table read back from the kernel (slot 0 = M) holds exactly `table` of size m. */
+/** Whether a table read back from the pool holds exactly `table` of size m. */
 function sameTable(live: Uint32Array, m: number, table: Uint32Array): boolean {
-  if (live.length !== m + 1 || live[0] !== m) return false;
-  for (let i = 0; i < m; i++) if (live[i + 1] !== table[i]) return false;
+  if (live.length !== m) return false;
+  for (let i = 0; i < m; i++) if (live[i] !== table[i]) return false;
   return true;
 }

@@ -6,14 +6,14 @@
  *   flow state in sy_ct4/6 first (an existing flow keeps its backend), then
  *   loadBalancerSourceRanges (the same LPM lookup as the program), no
  *   backend (drop, eTP Local or not), sessionAffinity (client = source
- *   address), else Maglev slot 1 + sy_flow_hash % M, where sy_flow_hash is
+ *   address), else Maglev slot sy_flow_hash % M, where sy_flow_hash is
  *   the node-independent murmur-style hash of bpf/tc_lb.c over source
  *   address, source port, destination port and protocol. Then masquerade or
  *   not (backend on another node, Cluster policy).
  * - socket path (a client on this node: a pod, or the node itself): no
  *   backend → connect() refused; sessionAffinity per client network
  *   namespace; TCP takes a random slot per connect() (so every backend by
- *   its share); UDP takes slot 1 + sy_mix64(cookie ^ svc_id << 32) % M from
+ *   its share); UDP takes slot sy_mix64(cookie ^ svc_id << 32) % M from
  *   the socket's cookie (bpf/sock_lb.c), predictable with --cookie.
  *
  * The hashes below are the programs' own, bit for bit; a lab test checks the
@@ -223,7 +223,7 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
   /** The frontend's entry, table and tc attributes (ext flags, source ranges). */
   const frontendOf = (svc: SvcVal) => {
     const n = nameOf(names, svc.svcId);
-    const { m, ids } = tableOf(maps, svc.svcId);
+    const { m, ids } = tableOf(maps, svc);
     let extFlags = 0;
     const ranges: string[] = [];
     if (!q.nodeClient) {
@@ -430,8 +430,8 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
     };
     return report;
   }
-  const slot = 1 + (hash % m);
-  const id = ids[slot - 1];
+  const slot = hash % m;
+  const id = ids[slot];
   report.maglev = { known: true, input, hash: `0x${hash.toString(16).padStart(8, '0')}`, slot, m, backendId: id };
   const be = backendOf(id);
   if (!be) {

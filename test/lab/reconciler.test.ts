@@ -8,6 +8,9 @@ import { mkdirSync, rmdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
+import { MG_CHUNK_BYTES, MG_POOL_FLAGS } from '../../src/dataplane/pool.js';
+import { native } from '../../src/bpf/native.js';
+import { MapType } from '../../src/bpf/constants.js';
 import type { Backend, Frontend } from '../../src/model/types.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities } from './capabilities.js';
@@ -34,24 +37,18 @@ function fe(name: string, addr: string, backends: Backend[], o: Partial<Frontend
   };
 }
 
-/** Backend address → number of slots, read from the live table of the frontend's svc id. */
+/** Backend address → number of slots, read from the pool slots the frontend's entry names. */
 function liveSlots(dp: SocketLbDatapath, addr: string): Record<string, number> {
   const entry = dp.svc4.entries().find(([k]) => k.addr === addr);
   assert.ok(entry, `service ${addr} is in sy_svc4`);
-  const table = dp.openMaglevTable(entry[1].svcId);
-  assert.ok(table, 'it has a table');
-  try {
-    const out: Record<string, number> = {};
-    for (const [slot, id] of table.entries()) {
-      if (slot === 0) continue;
-      const b = dp.backends.lookup(id);
-      assert.ok(b, `slot ${slot} names backend ${id}, which exists`);
-      out[b.addr] = (out[b.addr] ?? 0) + 1;
-    }
-    return out;
-  } finally {
-    table.close();
+  assert.ok(entry[1].tableM > 0, 'it has a table');
+  const out: Record<string, number> = {};
+  for (const id of dp.readTable(entry[1].tableOff, entry[1].tableM)) {
+    const b = dp.backends.lookup(id);
+    assert.ok(b, `a slot names backend ${id}, which exists`);
+    out[b.addr] = (out[b.addr] ?? 0) + 1;
   }
+  return out;
 }
 
 describe('reconciler on real maps', () => {
@@ -83,10 +80,14 @@ describe('reconciler on real maps', () => {
 
     assert.deepEqual(rec.apply([fe('a', '10.96.0.10', a), fe('b', '10.96.0.11', [be('10.244.1.20')])]).written, { backends: 0, tables: 0, services: 0 }, 'no-op');
 
-    // One endpoint replaced: one backend written, one table swapped, one backend deleted; the entry is unchanged.
+    // One endpoint replaced: one backend written, a new table written aside and named by the entry,
+    // the old table's slots released (quarantined until a grace period), one backend deleted.
+    const offBefore = dp.svc4.entries().find(([k]) => k.addr === '10.96.0.10')![1].tableOff;
     const r3 = rec.apply([fe('a', '10.96.0.10', [a[0], a[1], be('10.244.2.12')]), fe('b', '10.96.0.11', [be('10.244.1.20')])]);
-    assert.deepEqual(r3.written, { backends: 1, tables: 1, services: 0 });
-    assert.deepEqual(r3.deleted, { backends: 1, tables: 0, services: 0 });
+    assert.deepEqual(r3.written, { backends: 1, tables: 1, services: 1 });
+    assert.deepEqual(r3.deleted, { backends: 1, tables: 1, services: 0 });
+    assert.notEqual(dp.svc4.entries().find(([k]) => k.addr === '10.96.0.10')![1].tableOff, offBefore, 'the new table went into other slots');
+    assert.equal(rec.poolUsage().waiting, 509, 'the old slots wait for a grace period');
     assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.2.10', '10.244.2.12']);
 
     // Service removed: entry, table and backend go.
@@ -94,6 +95,52 @@ describe('reconciler on real maps', () => {
     assert.deepEqual(r4.deleted, { backends: 1, tables: 1, services: 1 });
     assert.equal(dp.svc4.entries().length, 1);
     assert.equal(dp.backends.entries().length, 3);
+  });
+
+  test('frontends with the same backend set share one table', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    const set = [be('10.244.1.10'), be('10.244.1.11')];
+    const r = rec.apply([fe('a', '10.96.0.10', set), fe('a', '10.0.0.11', set, { type: 'NodePort', port: 30080 })]);
+    assert.deepEqual(r.errors, []);
+    assert.equal(r.written.tables, 1);
+    const [x, y] = dp.svc4.entries().map(([, v]) => v);
+    assert.equal(x.tableOff, y.tableOff);
+    assert.notEqual(x.svcId, y.svcId);
+    // One of them changes: the other keeps the shared table, which stays.
+    const r2 = rec.apply([fe('a', '10.96.0.10', set), fe('a', '10.0.0.11', [set[0]], { type: 'NodePort', port: 30080 })]);
+    assert.deepEqual([r2.written.tables, r2.deleted.tables], [1, 0]);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.0.0.11')), ['10.244.1.10']);
+    assert.deepEqual(rec.drift(), []);
+  });
+
+  test('the table pool grows when full, and released slots are reused after a grace period', () => {
+    const dp = load();
+    dp.pool.open(512); // two tables of 251 slots
+    const rec = new Reconciler(dp);
+    const sets = (gen: number) => Array.from({ length: 6 }, (_, i) => fe(`s${i}`, `10.96.1.${i}`, [be(`10.244.${gen % 200}.${i + 1}`)]));
+    const r1 = rec.apply(sets(0));
+    assert.deepEqual(r1.errors, []);
+    const grown = rec.poolUsage();
+    assert.ok(grown.capacity >= 6 * 251, `pool grew to ${grown.capacity} slots`);
+    assert.ok(grown.grows >= 1);
+    for (let i = 0; i < 6; i++) assert.deepEqual(Object.keys(liveSlots(dp, `10.96.1.${i}`)), [`10.244.0.${i + 1}`]);
+    // Churn: every table replaced 20 times; the pool does not keep growing.
+    for (let g = 1; g <= 20; g++) {
+      const r = rec.apply(sets(g));
+      assert.deepEqual(r.errors, []);
+      for (let i = 0; i < 6; i++) assert.deepEqual(Object.keys(liveSlots(dp, `10.96.1.${i}`)), [`10.244.${g}.${i + 1}`]);
+    }
+    const after = rec.poolUsage();
+    assert.ok(after.capacity <= 4 * grown.capacity, `capacity ${after.capacity} after churn (was ${grown.capacity})`);
+    assert.ok(after.barriers > grown.barriers, 'quarantined slots were reclaimed after a grace period');
+    assert.equal(after.inUse, 6 * 251);
+    assert.deepEqual(rec.drift(), []);
+    // A restart adopts the grown pool and writes nothing.
+    const again = new Reconciler(load());
+    const r = again.apply(sets(20));
+    assert.deepEqual([r.written, r.errors], [{ backends: 0, tables: 0, services: 0 }, []]);
   });
 
   test('a Service that loses every backend keeps its entry with count 0 and loses its table', () => {
@@ -104,7 +151,7 @@ describe('reconciler on real maps', () => {
     assert.deepEqual(r.deleted, { backends: 1, tables: 1, services: 0 });
     const [[, v]] = dp.svc4.entries();
     assert.equal(v.backendCount, 0);
-    assert.equal(dp.openMaglevTable(v.svcId), undefined);
+    assert.equal(v.tableM, 0, 'the entry names no table');
   });
 
   test('a restarted reconciler adopts ids from the pinned maps and writes nothing', () => {
@@ -224,9 +271,10 @@ describe('reconciler on real maps', () => {
     assert.equal(dp.svc4.entries().find(([k]) => k.addr === '10.96.0.12')![1].backendCount, 1);
     assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.11')), ['10.244.1.20']);
     assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.2.10']);
-    // Repair wrote what was broken, not everything: c's table and a's entry were untouched.
-    // (b's backend gets a fresh id: its entry was gone, so nothing tied the old id to it.)
-    assert.deepEqual(r.written, { backends: 2, tables: 2, services: 2 });
+    // Repair wrote what was broken, not everything: c's table was untouched; a's entry names a's
+    // rebuilt table (its backend got a fresh id). (b's backend gets a fresh id: its entry was gone,
+    // so nothing tied the old id to it.)
+    assert.deepEqual(r.written, { backends: 2, tables: 2, services: 3 });
     assert.equal(rec.resync().written.services + rec.resync().written.tables + rec.resync().written.backends, 0, 'a second resync writes nothing');
   });
 
@@ -261,29 +309,38 @@ describe('reconciler on real maps', () => {
     assert.deepEqual(dp2.affinity.entries().map(([k, val]) => [k.client, val.backendId]), [[1n, liveId]]);
   });
 
-  test('the cheap drift check catches a table replaced or removed; the deep one also an in-place edit', () => {
+  test('the cheap drift check catches an entry pointed elsewhere or a pool replaced; the deep one also an in-place edit', () => {
     const dp = load();
     const rec = new Reconciler(dp);
     rec.apply([fe('a', '10.96.0.10', [be('10.244.1.10'), be('10.244.1.11')]), fe('b', '10.96.0.11', [be('10.244.1.20')])]);
     assert.deepEqual(rec.drift({ deepTables: false }), []);
-    const ids = Object.fromEntries(dp.svc4.entries().map(([k, v]) => [k.addr, v.svcId]));
+    const entries = Object.fromEntries(dp.svc4.entries().map(([k, v]) => [k.addr, v]));
+    const bKey = dp.svc4.entries().find(([k]) => k.addr === '10.96.0.11')![0];
     // Edit a's table in place: only the deep check sees it.
-    const t = dp.openMaglevTable(ids['10.96.0.10'])!;
-    t.update(1, 999);
-    t.close();
+    const a = entries['10.96.0.10'];
+    const edited = dp.readTable(a.tableOff, a.tableM);
+    edited[0] = 999;
+    dp.pool.write(a.tableOff, edited);
     assert.deepEqual(rec.drift({ deepTables: false }), []);
-    assert.deepEqual(rec.drift().map((d) => `${d.map} ${d.kind}`), ['sy_maglev differs']);
-    // Replace b's table with another one, and release a's slot: both checks see both.
-    const other = dp.createMaglevTable(251, 99);
-    dp.writeMaglevTable(other, 251, new Uint32Array(251).fill(1));
-    const u32 = (v: number) => { const x = Buffer.alloc(4); x.writeUInt32LE(v); return x; };
-    dp.maglev.updateRaw(u32(ids['10.96.0.11']), u32(other.fd));
-    other.close();
-    dp.maglev.updateRaw(u32(ids['10.96.0.10']), u32(dp.noTableFd()));
-    const shallow = rec.drift({ deepTables: false }).map((d) => `${d.kind} ${d.key}`).sort();
-    assert.deepEqual(shallow, [`differs svc ${ids['10.96.0.11']} (10.96.0.11:80/TCP internal)`, `missing svc ${ids['10.96.0.10']} (10.96.0.10:80/TCP internal)`]);
+    assert.deepEqual(rec.drift().map((d) => `${d.map} ${d.kind}`), ['sy_mg_pool differs']);
+    // Point b's entry at a's slots: both checks see the entry.
+    dp.svc4.update(bKey, { ...entries['10.96.0.11'], tableOff: a.tableOff, tableM: a.tableM });
+    const shallow = rec.drift({ deepTables: false }).map((d) => `${d.map} ${d.kind} ${d.key}`);
+    assert.deepEqual(shallow, ['sy_svc4 differs 10.96.0.11:80/TCP internal']);
+    rec.resync();
+    assert.deepEqual(rec.drift(), []);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.11')), ['10.244.1.20']);
+    // A pool replaced behind the agent's back: the cheap check says so.
+    const fd = native().mapCreate(MapType.ARRAY, 4, MG_CHUNK_BYTES, 16, MG_POOL_FLAGS, 'sy_mg_other');
+    const v = Buffer.alloc(4);
+    v.writeUInt32LE(fd);
+    dp.poolOuter.updateRaw(Buffer.alloc(4), v);
+    native().close(fd);
+    assert.deepEqual(rec.drift({ deepTables: false }).map((d) => `${d.map} ${d.kind} ${d.key}`), ['sy_mg_pool differs pool']);
     rec.resync();
     assert.deepEqual(rec.drift(), []);
     assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
   });
+
 });
