@@ -140,13 +140,13 @@ function toBackends(eps: EndpointInfo[] | null, protocol: Protocol): Backend[] {
 
 const copyBackends = (bs: Backend[]): Backend[] => bs.map((b) => ({ ...b }));
 
-interface NodeNorm {
+export interface NodeNorm {
   name: string;
   zone: string;
   addresses: ParsedIP[];
 }
 
-function normalizeNode(node: NodeInfo, rejected: Rejection[]): NodeNorm {
+export function normalizeNode(node: NodeInfo, rejected: Rejection[]): NodeNorm {
   const name = typeof node?.name === 'string' ? node.name : '';
   const labelZone = isObject(node?.labels) ? node.labels[LABEL_TOPOLOGY_ZONE] : undefined;
   const zone = typeof node?.zone === 'string' && node.zone !== '' ? node.zone : typeof labelZone === 'string' ? labelZone : '';
@@ -240,6 +240,42 @@ function frontendsForPort(
 }
 
 /**
+ * One Service's frontends on this node (before collisions with other
+ * Services are resolved), from its normalised object and its own slices
+ * sorted by name, and its health check port when it has one.
+ */
+export function serviceOutput(svc: ServiceSpecNorm, own: SliceNorm[], node: NodeNorm): { frontends: Frontend[]; healthCheck?: HealthCheckPort } {
+  const sk = serviceKey(svc.namespace, svc.name);
+  const byPort = buildEndpointsMap(own, node.name).get(sk);
+  let healthCheck: HealthCheckPort | undefined;
+  if (svc.healthCheckNodePort > 0) {
+    // LocalReadyEndpoints: distinct local ready addresses over all ports.
+    // kube-proxy runs one proxier per family that each report their own
+    // count to one shared server; the larger of the two is what a
+    // dual-stack pod set reports steadily.
+    const perFamily = { 4: new Set<string>(), 6: new Set<string>() };
+    for (const eps of byPort?.values() ?? []) {
+      for (const ep of eps) if (ep.local && ep.ready) perFamily[ep.family].add(ep.addr);
+    }
+    healthCheck = {
+      namespace: svc.namespace,
+      name: svc.name,
+      port: svc.healthCheckNodePort,
+      localEndpoints: Math.max(perFamily[4].size, perFamily[6].size),
+    };
+  }
+  const frontends: Frontend[] = [];
+  for (const cip of svc.clusterIPs) {
+    for (const port of svc.ports) {
+      const eps = byPort?.get(portKey(port.name, port.protocol)) ?? [];
+      frontends.push(...frontendsForPort(svc, port, cip.family, cip.addr, eps, node));
+    }
+  }
+  frontends.sort(compareFrontends);
+  return healthCheck ? { frontends, healthCheck } : { frontends };
+}
+
+/**
  * Derived string keys of immutable objects, computed once per object (the
  * objects of an unchanged Service are reused from build to build).
  */
@@ -276,7 +312,7 @@ function byNamespaceName<T extends { namespace: string; name: string }>(a: T, b:
 export class ModelCache {
   readonly services = new WeakMap<object, { out: ReturnType<typeof normalizeService>; rejected: Rejection[] }>();
   readonly slices = new WeakMap<object, { out: ReturnType<typeof normalizeSlice>; rejected: Rejection[] }>();
-  perService = new Map<string, { svc: ServiceSpecNorm; slices: SliceNorm[]; nodeSig: string; frontends: Frontend[] }>();
+  perService = new Map<string, { svc: ServiceSpecNorm; slices: SliceNorm[]; nodeSig: string; frontends: Frontend[]; healthCheck?: HealthCheckPort }>();
 }
 
 function memo<R>(
@@ -347,38 +383,17 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   for (const svc of services) {
     const sk = keyOf(svc, () => serviceKey(svc.namespace, svc.name));
     const own = (slicesBySvc.get(sk) ?? []).sort((a, b) => cmpStr(a.name, b.name));
-    if (svc.healthCheckNodePort > 0) {
-      // LocalReadyEndpoints: distinct local ready addresses over all ports.
-      // kube-proxy runs one proxier per family that each report their own
-      // count to one shared server; the larger of the two is what a
-      // dual-stack pod set reports steadily.
-      const perFamily = { 4: new Set<string>(), 6: new Set<string>() };
-      for (const eps of buildEndpointsMap(own, node.name).get(sk)?.values() ?? []) {
-        for (const ep of eps) if (ep.local && ep.ready) perFamily[ep.family].add(ep.addr);
-      }
-      healthChecks.push({
-        namespace: svc.namespace,
-        name: svc.name,
-        port: svc.healthCheckNodePort,
-        localEndpoints: Math.max(perFamily[4].size, perFamily[6].size),
-      });
-    }
     const prev = cache?.perService.get(sk);
     let fes: Frontend[];
+    let hc: HealthCheckPort | undefined;
     if (prev && prev.svc === svc && prev.nodeSig === nodeSig && sameItems(prev.slices, own)) {
       fes = prev.frontends;
+      hc = prev.healthCheck;
     } else {
-      const byPort = buildEndpointsMap(own, node.name).get(sk);
-      fes = [];
-      for (const cip of svc.clusterIPs) {
-        for (const port of svc.ports) {
-          const eps = byPort?.get(portKey(port.name, port.protocol)) ?? [];
-          fes.push(...frontendsForPort(svc, port, cip.family, cip.addr, eps, node));
-        }
-      }
-      fes.sort(compareFrontends);
+      ({ frontends: fes, healthCheck: hc } = serviceOutput(svc, own, node));
     }
-    if (cache) perService.set(sk, { svc, slices: own, nodeSig, frontends: fes });
+    if (hc) healthChecks.push(hc);
+    if (cache) perService.set(sk, { svc, slices: own, nodeSig, frontends: fes, healthCheck: hc });
     for (const f of fes) all.push(f);
   }
   if (cache) cache.perService = perService;
@@ -394,7 +409,7 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   // externalIP equal to its own LB IP) are merged silently, the higher type
   // winning.
   // Only addresses claimed more than once need the ordering (most have one claimant).
-  const addrKey = (f: Frontend) => keyOf(f, () => `${f.family}|${f.addr}|${f.port}|${f.protocol}`);
+  const addrKey = addrKeyOf;
   const claims = new Map<string, Frontend | Frontend[]>();
   for (const f of all) {
     const k = addrKey(f);
@@ -407,34 +422,58 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
   const collisions: Rejection[] = [];
   for (const group of claims.values()) {
     if (!Array.isArray(group)) continue;
-    group.sort(compareFrontends);
-    let win = group[0];
-    for (const f of group) if (ownsBefore(f, win)) win = f;
-    const taken = new Set<string>();
-    for (const f of group) {
-      if (servicePortKey(win.servicePort) !== servicePortKey(f.servicePort)) {
-        const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
-        collisions.push({
-          kind: 'Service',
-          namespace: f.servicePort.namespace,
-          name: f.servicePort.name,
-          reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${win.type} of ${win.servicePort.namespace}/${win.servicePort.name}; dropped`,
-        });
-        dropped.add(f);
-        continue;
-      }
-      if (taken.has(f.scope)) dropped.add(f);
-      taken.add(f.scope);
-    }
+    resolveClaims(group, dropped, collisions);
   }
   const frontends = dropped.size === 0 ? all : all.filter((f) => !dropped.has(f));
-  collisions.sort((a, b) => byNamespaceName(a, b) || cmpStr(a.reason, b.reason));
+  collisions.sort(compareCollisions);
+  return {
+    frontends,
+    rejected: finishRejections([...rejected, ...collisions]),
+    healthChecks: healthChecks.sort(compareHealthChecks),
+  };
+}
 
+export const compareCollisions = (a: Rejection, b: Rejection): number => byNamespaceName(a, b) || cmpStr(a.reason, b.reason);
+export const compareHealthChecks = (a: HealthCheckPort, b: HealthCheckPort): number => a.port - b.port || byNamespaceName(a, b);
+
+/** The address key frontends compete for (family, address, port, protocol). */
+export function addrKeyOf(f: Frontend): string {
+  return keyOf(f, () => `${f.family}|${f.addr}|${f.port}|${f.protocol}`);
+}
+
+/**
+ * Resolves one group of frontends claiming the same address key (sorted in
+ * place): adds the losers to `dropped` and their rejections to `out`.
+ */
+export function resolveClaims(group: Frontend[], dropped: Set<Frontend>, out: Rejection[]): void {
+  group.sort(compareFrontends);
+  let win = group[0];
+  for (const f of group) if (ownsBefore(f, win)) win = f;
+  const taken = new Set<string>();
+  for (const f of group) {
+    if (servicePortKey(win.servicePort) !== servicePortKey(f.servicePort)) {
+      const hostPort = f.family === 6 ? `[${f.addr}]:${f.port}` : `${f.addr}:${f.port}`;
+      out.push({
+        kind: 'Service',
+        namespace: f.servicePort.namespace,
+        name: f.servicePort.name,
+        reason: `${f.type} frontend ${hostPort}/${f.protocol} conflicts with ${win.type} of ${win.servicePort.namespace}/${win.servicePort.name}; dropped`,
+      });
+      dropped.add(f);
+      continue;
+    }
+    if (taken.has(f.scope)) dropped.add(f);
+    taken.add(f.scope);
+  }
+}
+
+/** Rejections grouped by kind/namespace/name (stable: each object keeps its spec order), identical ones merged. */
+export function finishRejections(list: Rejection[]): Rejection[] {
   // Rejections: grouped by kind/namespace/name (stable, so each object's
   // entries keep their spec order), identical entries merged.
   const kindOrder: Record<Rejection['kind'], number> = { Service: 0, EndpointSlice: 1, Node: 2 };
   const seenRej = new Set<string>();
-  const rejections = [...rejected, ...collisions]
+  return list
     .filter((r) => {
       const k = JSON.stringify([r.kind, r.namespace, r.name, r.reason]);
       if (seenRej.has(k)) return false;
@@ -442,7 +481,4 @@ export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, ca
       return true;
     })
     .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || byNamespaceName(a, b));
-
-  healthChecks.sort((a, b) => a.port - b.port || byNamespaceName(a, b));
-  return { frontends, rejected: rejections, healthChecks };
 }

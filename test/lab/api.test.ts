@@ -118,7 +118,7 @@ describe('REST API on real maps', () => {
     const raw = (await get('/v1/services?service=cart&raw=true')).body.items[0].raw;
     // sy_svc6_key: fd10:96::20, port 80 big-endian, TCP, scope internal.
     assert.equal(raw.key, 'fd100096000000000000000000000020' + '0050' + '06' + '01');
-    assert.match(raw.value, /^[0-9a-f]{32}$/);
+    assert.match(raw.value, /^[0-9a-f]{48}$/);
     const bes = (await get('/v1/backends?namespace=default')).body.items;
     assert.deepEqual(bes.map((b: any) => `${b.address} ${b.service}:${b.portName} ${b.node} ${b.state} ${b.local}`), [
       '10.244.1.10 web:http n1 ready true', '10.244.2.10 web:http n2 ready false', '10.244.2.11 web:http n2 terminating false',
@@ -180,7 +180,7 @@ describe('REST API on real maps', () => {
     assert.equal(one.backend, '[fd10:244:1::a]:8080');
     assert.ok(one.idleSec >= 1 && one.idleSec < 60, `idle ${one.idleSec}`);
     assert.equal(one.expired, one.idleSec > 30);
-    assert.match(one.raw.key, /^[0-9a-f]{32}$/);
+    assert.match(one.raw.key, /^[0-9a-f]{48}$/);
     assert.equal((await get('/v1/affinity?service=web')).body.items.length, 0);
     assert.equal((await get(`/v1/affinity?backend=${cartBackend}`)).body.items.length, 25);
     assert.equal((await get('/v1/affinity?backend=10.244.1.10')).body.items.length, 0);
