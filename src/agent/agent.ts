@@ -8,10 +8,11 @@
  */
 import type { Logger } from 'pino';
 import { ModelCache, buildDesiredState, nodeInfoFromObject } from '../model/index.js';
-import type { DesiredState, NodeInfo, Rejection } from '../model/types.js';
+import { IncrementalModel } from '../model/incremental.js';
+import type { DesiredState, Frontend, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
-import type { DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
+import type { ApplyHint, DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
 import type { AgentMetrics } from './metrics.js';
 import type { PinnedNames } from '../dataplane/names.js';
 
@@ -81,18 +82,39 @@ export interface ResyncStatus {
   lastRepaired: number;
 }
 
+/**
+ * The last apply: the reconciler's result, when, and how much the model looked
+ * at: `delta` when the source said which Services changed and only those were
+ * recomputed and compared (`changedServices`), `full` otherwise.
+ */
+export type LastSync = SyncResult & { at: string; model: 'delta' | 'full'; changedServices?: number };
+
 export interface AgentStatus {
   node: string;
   ready: boolean;
   attached: AttachedLink[];
   source: { kind: string; appliedVersion?: string; lastSnapshotAt?: string; [detail: string]: unknown };
-  lastSync?: SyncResult & { at: string };
+  lastSync?: LastSync;
   rejected: Rejection[];
   resync?: ResyncStatus;
   socketReaper?: { enabled: boolean; unavailable?: string; last?: Agent['lastReap'] };
   northSouth?: NorthSouthStatus;
   /** health() with times as ISO strings. */
   health?: { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: string; pendingSince?: string; lastError?: string };
+}
+
+/** Distinct Services among frontends (the model lists each Service's frontends together). */
+function countServices(fes: readonly Frontend[]): number {
+  let n = 0;
+  let ns: string | undefined;
+  let name: string | undefined;
+  for (const f of fes) {
+    if (f.servicePort.name === name && f.servicePort.namespace === ns) continue;
+    ns = f.servicePort.namespace;
+    name = f.servicePort.name;
+    n++;
+  }
+  return n;
 }
 
 function rejectionKey(r: Rejection): string {
@@ -105,10 +127,16 @@ export class Agent {
   private attached: AttachedLink[] = [];
   private appliedVersion?: string;
   private lastSnapshotAt?: number;
-  private lastSync?: SyncResult & { at: string };
+  private lastSync?: LastSync;
   private rejected: Rejection[] = [];
   private readonly now: () => number;
   private readonly modelCache = new ModelCache();
+  /** The model for sources that say what changed (Snapshot.delta): per event, the changed Services only. */
+  private incremental?: IncrementalModel;
+  /** The last apply went through (a hinted apply needs the maps to hold the previous desired state). */
+  private lastApplyOk = false;
+  /** Node object last seen (by identity): a Node change makes the next build a full one. */
+  private lastNodeObj?: unknown;
   private synced = false;
   private readonly triggerTimes = new Map<string, string>();
   private resyncTimer?: NodeJS.Timeout;
@@ -284,9 +312,12 @@ export class Agent {
    * last-change-trigger-time changed since the last sync, the time from that
    * change to now (the maps hold it). Malformed values are ignored.
    */
-  private observeTriggerTimes(s: Snapshot, at: number): void {
+  private observeTriggerTimes(s: Snapshot, at: number, deltaOnly: boolean): void {
     const seen = new Set<string>();
-    for (const es of s.endpointSlices) {
+    // Per event, the changed Services' slices only; a full pass also forgets slices that went.
+    const full = !deltaOnly || !s.delta || this.triggerTimes.size > 2 * s.endpointSlices.length + 1024;
+    const slices = full ? s.endpointSlices : [...s.delta!.values()].flatMap((o) => o.slices);
+    for (const es of slices as typeof s.endpointSlices) {
       const meta = (es as { metadata?: { namespace?: unknown; name?: unknown; annotations?: unknown } } | null)?.metadata;
       const key = `${meta?.namespace}/${meta?.name}`;
       seen.add(key);
@@ -299,7 +330,7 @@ export class Agent {
       if (!Number.isFinite(ms) || ms < this.startedAt || ms > at) continue;
       this.d.metrics.kpNetworkProgramming.observe((at - ms) / 1000);
     }
-    for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
+    if (full) for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
   }
 
   isReady(): boolean {
@@ -392,11 +423,28 @@ export class Agent {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
       const nodeRejected: Rejection[] = [];
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
-      const desired = buildDesiredState(
-        { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
-        { serviceProxyName: this.d.serviceProxyName },
-        this.modelCache,
-      );
+      let desired: DesiredState;
+      let hint: ApplyHint | undefined;
+      if (s.delta || this.incremental) {
+        // A source that says what changed: the incremental model, reset on a snapshot
+        // without a delta (first, relist, Node change) and whenever the Node object changed.
+        this.incremental ??= new IncrementalModel({ serviceProxyName: this.d.serviceProxyName });
+        if (s.delta && this.incremental.ready && node === this.lastNodeObj) {
+          const r = this.incremental.update(s.delta);
+          desired = r.desired;
+          // The reconciler may skip the unchanged Services only when the maps hold the last result.
+          if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
+        } else {
+          desired = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo }).desired;
+        }
+      } else {
+        desired = buildDesiredState(
+          { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
+          { serviceProxyName: this.d.serviceProxyName },
+          this.modelCache,
+        );
+      }
+      this.lastNodeObj = node;
       this.modelOut = { snapshot: s, desired, node: nodeInfo };
       const rejected = [...s.rejected, ...nodeRejected, ...desired.rejected];
       // Each rejection is logged and counted once, when it appears, not on every sync;
@@ -412,7 +460,9 @@ export class Agent {
       for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
       const served = this.d.northSouth?.prepare(desired.frontends) ?? desired.frontends;
-      const res = this.d.reconciler.apply(served);
+      // Frontends held back by the tc path (fail closed) must be seen by the reconciler: no hint then.
+      this.lastApplyOk = false;
+      const res = this.d.reconciler.apply(served, served === desired.frontends ? hint : undefined);
       this.synced = true;
       this.scheduleNames();
       const ext = this.d.northSouth?.finish();
@@ -436,12 +486,13 @@ export class Agent {
       metrics.kpLastSync.set(at / 1000);
       metrics.frontends.set(res.frontends);
       metrics.backends.set(res.backends);
-      metrics.services.set(new Set(desired.frontends.map((f) => `${f.servicePort.namespace}/${f.servicePort.name}`)).size);
+      metrics.services.set(countServices(desired.frontends));
       this.recordWrites(res);
-      this.observeTriggerTimes(s, at);
+      this.observeTriggerTimes(s, at, hint !== undefined);
       if (s.eventTime !== undefined && s.eventTime <= at) metrics.networkProgramming.observe((at - s.eventTime) / 1000);
-      this.lastSync = { ...res, at: new Date(at).toISOString() };
+      this.lastSync = { ...res, at: new Date(at).toISOString(), model: hint ? 'delta' : 'full', ...(hint ? { changedServices: hint.services.size } : {}) };
       this.appliedVersion = s.version;
+      this.lastApplyOk = res.errors.length === 0;
       // Synced (kube-proxy's Updated): nothing pending, no failure standing.
       if (this.pendingSnapshot === s) {
         this.pendingSnapshot = undefined;

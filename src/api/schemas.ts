@@ -232,6 +232,8 @@ export const statusResponse = {
       type: 'object',
       properties: {
         at: str, durationMs: { type: 'number' }, frontends: int, backends: int, written: count3, deleted: count3,
+        model: { type: 'string', enum: ['delta', 'full'], description: 'delta: only the Services the source said changed were recomputed and compared; full: every Service' },
+        changedServices: { ...int, description: 'with model delta: how many Services were looked at' },
         errors: { type: 'array', items: { type: 'object', properties: { frontend: str, servicePort: str, reason: str } } },
       },
     },

@@ -57,6 +57,20 @@ export interface SyncResult {
   gone: { svcId: number; addr: string; port: number; proto: number; family: number }[];
 }
 
+/**
+ * Which Services may have changed since the previous apply (from an
+ * incremental model): the reconciler looks at their frontends only, and
+ * takes every other frontend as unchanged. Without it, every frontend is
+ * looked at (each unchanged one costs a lookup).
+ */
+export interface ApplyHint {
+  services: ReadonlySet<string>;
+  /** A changed Service's frontends now (those also in the full list given to apply). */
+  frontendsOf(serviceKey: string): readonly Frontend[];
+}
+
+const svcKeyOf = (sp: ServicePortName) => `${sp.namespace}/${sp.name}`;
+
 export interface SyncError {
   frontend?: string;
   servicePort?: string;
@@ -195,6 +209,8 @@ function svcVal(fe: Frontend, svcId: number, backendCount: number, table?: { off
 
 export class Reconciler {
   private readonly frontends = new Map<string, FrontendState>();
+  /** Frontend keys by Service (namespace/name), for hinted applies. */
+  private readonly bySvc = new Map<string, Set<string>>();
   private readonly beById = new Map<number, BackendState>();
   private readonly idByIdent = new Map<string, number>();
   private readonly usedSvcIds = new Set<number>();
@@ -291,7 +307,7 @@ export class Reconciler {
             }
           }
         }
-        this.frontends.set(feKey, {
+        this.setFrontend(feKey, {
           svcId: v.svcId, family, keyBuf: Buffer.from(key), valHex: value.toString('hex'), tableSig, liveTable, region,
           refIds,
           servicePort: { namespace: '', name: '', port: '', protocol: k.proto === IPPROTO.UDP ? 'UDP' : 'TCP' },
@@ -325,6 +341,7 @@ export class Reconciler {
   /** Forgets what it believes and re-reads the maps on the next apply. */
   private forget(): void {
     this.frontends.clear();
+    this.bySvc.clear();
     this.beById.clear();
     this.idByIdent.clear();
     this.usedSvcIds.clear();
@@ -383,14 +400,15 @@ export class Reconciler {
   }
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
-  apply(frontends: readonly Frontend[]): SyncResult {
+  apply(frontends: readonly Frontend[], hint?: ApplyHint): SyncResult {
     this.lastFrontends = frontends;
-    const first = this.applyOnce(frontends);
+    if (!this.adopted) hint = undefined; // adoption compares everything
+    const first = this.applyOnce(frontends, hint);
     // Make-before-break needs room for the new entries before the old ones go.
     // When a map was too full for that, the deletions of this pass made room:
     // one more pass programs what had to wait.
     if (first.errors.length === 0 || first.deleted.backends + first.deleted.services === 0) return first;
-    const second = this.applyOnce(frontends);
+    const second = this.applyOnce(frontends, hint);
     return {
       ...second,
       durationMs: first.durationMs + second.durationMs,
@@ -400,7 +418,31 @@ export class Reconciler {
     };
   }
 
-  private applyOnce(frontends: readonly Frontend[]): SyncResult {
+  private setFrontend(feKey: string, st: FrontendState): void {
+    const prev = this.frontends.get(feKey);
+    if (prev) this.unindex(feKey, prev);
+    this.frontends.set(feKey, st);
+    const k = svcKeyOf(st.servicePort);
+    let set = this.bySvc.get(k);
+    if (!set) this.bySvc.set(k, (set = new Set()));
+    set.add(feKey);
+  }
+
+  private deleteFrontend(feKey: string): void {
+    const st = this.frontends.get(feKey);
+    if (st) this.unindex(feKey, st);
+    this.frontends.delete(feKey);
+  }
+
+  private unindex(feKey: string, st: FrontendState): void {
+    const k = svcKeyOf(st.servicePort);
+    const set = this.bySvc.get(k);
+    if (!set) return;
+    set.delete(feKey);
+    if (set.size === 0) this.bySvc.delete(k);
+  }
+
+  private applyOnce(all: readonly Frontend[], hint?: ApplyHint): SyncResult {
     const t0 = process.hrtime.bigint();
     const errors: SyncError[] = [];
     if (!this.adopted) this.adopt();
@@ -410,6 +452,7 @@ export class Reconciler {
     // Which frontends are wanted, and which of them changed (by model object identity).
     const desired = new Map<string, Frontend>();
     const changes: Change[] = [];
+    const frontends: readonly Frontend[] = hint ? [...hint.services].flatMap((k) => hint.frontendsOf(k)) : all;
     for (const fe of frontends) {
       let feKey = this.feKeys.get(fe);
       if (feKey === undefined) {
@@ -420,7 +463,9 @@ export class Reconciler {
         feKey = frontendKeyOf(fe);
         this.feKeys.set(fe, feKey);
       }
-      const other = desired.get(feKey);
+      // Another Service's (unchanged) frontend holds this key: it stays theirs.
+      const held = hint ? this.frontends.get(feKey) : undefined;
+      const other = desired.get(feKey) ?? (held?.fe && !hint!.services.has(svcKeyOf(held.servicePort)) ? held.fe : undefined);
       if (other) {
         errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}` });
         continue;
@@ -437,7 +482,11 @@ export class Reconciler {
       changes.push({ feKey, fe, keyBuf, backends, ids: new Array(backends.length) });
     }
     const removed: [string, FrontendState][] = [];
-    for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
+    if (hint) {
+      for (const k of hint.services) {
+        for (const feKey of this.bySvc.get(k) ?? []) if (!desired.has(feKey)) removed.push([feKey, this.frontends.get(feKey)!]);
+      }
+    } else for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
 
     // 1. Backends: ids (stable per service port and address), then the entries that differ.
     const beWrites = new Map<number, { val: Buffer; hex: string; mkey: string; state: BackendState }>();
@@ -613,7 +662,7 @@ export class Reconciler {
       if (p.prev) this.release(p.prev.refIds);
       if (p.region) p.region.refs++;
       if (p.prev?.region) released.push(p.prev.region);
-      this.frontends.set(p.c.feKey, {
+      this.setFrontend(p.c.feKey, {
         fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valHex: p.valBuf.toString('hex'),
         tableSig: p.tableSig, region: p.region, refIds,
         servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
@@ -632,7 +681,7 @@ export class Reconciler {
       if (st.region) released.push(st.region);
       this.goneOf(feKey, st.svcId, st.refIds, gone);
       this.release(st.refIds);
-      this.frontends.delete(feKey);
+      this.deleteFrontend(feKey);
       freed.push({ svcId: st.svcId, affinity: st.affinity });
     }
 

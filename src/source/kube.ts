@@ -40,6 +40,7 @@ import { createInterface } from 'node:readline';
 import type { KubeConfig, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../model/index.js';
 import type { Snapshot, Source } from './types.js';
+import { serviceObjectKey, sliceServiceKey } from '../model/incremental.js';
 
 export type Resource = 'services' | 'endpointslices' | 'nodes';
 
@@ -194,7 +195,7 @@ class Reflector {
     private readonly selectors: { labelSelector?: string; fieldSelector?: string },
     private readonly api: ApiTransport,
     private readonly o: Required<Omit<KubeSourceOptions, 'kubeConfig' | 'nodeName' | 'serviceProxyName'>>,
-    private readonly onChange: (relisted: boolean) => void,
+    private readonly onChange: (relisted: boolean, before?: unknown, after?: unknown) => void,
   ) {}
 
   stop(): void {
@@ -373,16 +374,23 @@ class Reflector {
     const rv: string | undefined = o?.metadata?.resourceVersion;
     switch (ev.type) {
       case 'ADDED':
-      case 'MODIFIED':
-        this.store.set(keyOf(o), trim(o));
+      case 'MODIFIED': {
+        const k = keyOf(o);
+        const before = this.store.get(k);
+        const after = trim(o);
+        this.store.set(k, after);
         if (rv) this.resourceVersion = rv;
-        this.onChange(false);
+        this.onChange(false, before, after);
         break;
-      case 'DELETED':
-        this.store.delete(keyOf(o));
+      }
+      case 'DELETED': {
+        const k = keyOf(o);
+        const before = this.store.get(k);
+        this.store.delete(k);
         if (rv) this.resourceVersion = rv;
-        this.onChange(false);
+        this.onChange(false, before, undefined);
         break;
+      }
       case 'BOOKMARK':
         if (rv) this.resourceVersion = rv;
         break;
@@ -423,11 +431,10 @@ export class KubeSource implements Source {
     };
     this.api = new ApiTransport(opts.kubeConfig);
     const labelSelector = proxyLabelSelector(opts.serviceProxyName);
-    const changed = (relisted: boolean) => this.changed(relisted);
     this.reflectors = [
-      new Reflector('services', '/api/v1/services', { labelSelector }, this.api, this.o, changed),
-      new Reflector('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', { labelSelector }, this.api, this.o, changed),
-      new Reflector('nodes', '/api/v1/nodes', { fieldSelector: `metadata.name=${opts.nodeName}` }, this.api, this.o, changed),
+      new Reflector('services', '/api/v1/services', { labelSelector }, this.api, this.o, (r, b, a) => this.changed(r, 'services', b, a)),
+      new Reflector('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', { labelSelector }, this.api, this.o, (r, b, a) => this.changed(r, 'endpointslices', b, a)),
+      new Reflector('nodes', '/api/v1/nodes', { fieldSelector: `metadata.name=${opts.nodeName}` }, this.api, this.o, (r) => this.changed(r, 'nodes')),
     ];
   }
 
@@ -469,7 +476,45 @@ export class KubeSource implements Source {
     }
   }
 
-  private changed(_relisted: boolean): void {
+  /**
+   * Which Service keys changed since the last snapshot ('all' after a relist
+   * or a Node change, when the model must look at everything), and the
+   * EndpointSlices filed under each Service key, so that a snapshot can hand
+   * the model the changed Services' objects without a walk of the store.
+   */
+  private dirty: Set<string> | 'all' = 'all';
+  private slicesByService = new Map<string, Map<string, unknown>>();
+
+  private fileSlice(obj: unknown, add: boolean): string {
+    const k = sliceServiceKey(obj);
+    const id = keyOf(obj as { metadata?: { namespace?: string; name?: string } });
+    let m = this.slicesByService.get(k);
+    if (add) {
+      if (!m) this.slicesByService.set(k, (m = new Map()));
+      m.set(id, obj);
+    } else if (m) {
+      m.delete(id);
+      if (m.size === 0) this.slicesByService.delete(k);
+    }
+    return k;
+  }
+
+  private changed(relisted: boolean, resource: Resource, before?: unknown, after?: unknown): void {
+    // A list (first or again) replaced the whole store of its kind.
+    const listed = relisted || (before === undefined && after === undefined);
+    if (resource === 'endpointslices') {
+      if (listed) {
+        this.slicesByService = new Map();
+        for (const o of this.reflectors[1].store.values()) this.fileSlice(o, true);
+      } else {
+        const keys = [before !== undefined ? this.fileSlice(before, false) : undefined, after !== undefined ? this.fileSlice(after, true) : undefined];
+        if (this.dirty !== 'all') for (const k of keys) if (k !== undefined) this.dirty.add(k);
+      }
+    }
+    if (listed || resource === 'nodes') this.dirty = 'all';
+    else if (resource === 'services' && this.dirty !== 'all') {
+      for (const o of [before, after]) if (o !== undefined) this.dirty.add(serviceObjectKey(o));
+    }
     if (!this.reflectors.every((r) => r.synced)) return;
     if (!this.delivered) {
       // The first complete view goes out at once, as one snapshot.
@@ -498,6 +543,11 @@ export class KubeSource implements Source {
 
   private emit(): void {
     const s = this.snapshot();
+    if (this.delivered && this.dirty !== 'all') {
+      const svc = this.reflectors[0].store;
+      s.delta = new Map([...this.dirty].map((k) => [k, { services: svc.has(k) ? [svc.get(k)] : [], slices: [...(this.slicesByService.get(k)?.values() ?? [])] }]));
+    }
+    this.dirty = new Set();
     // When the oldest change in this batch arrived (unset on the first snapshot).
     if (this.delivered && this.firstChangeAt !== undefined) s.eventTime = this.firstChangeAt;
     this.firstChangeAt = undefined;

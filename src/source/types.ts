@@ -1,5 +1,6 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Rejection } from '../model/types.js';
+import type { KeyObjects } from '../model/incremental.js';
 
 /** One complete view of the objects a source knows. Sources always hand out whole snapshots. */
 export interface Snapshot {
@@ -16,6 +17,13 @@ export interface Snapshot {
    * Unset on a source's first snapshot.
    */
   eventTime?: number;
+  /**
+   * When the source knows what changed since its previous snapshot: the
+   * Service keys (namespace/name) whose Service or EndpointSlices changed,
+   * with the objects it now holds for each. Absent on a first snapshot,
+   * after a relist or a Node change: then anything may have changed.
+   */
+  delta?: ReadonlyMap<string, KeyObjects>;
 }
 
 /**

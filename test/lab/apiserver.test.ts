@@ -134,6 +134,10 @@ describe('agents on a real kube-apiserver', () => {
     }
     const fe = await frontends('n1');
     assert.equal(fe.filter((f) => f.service.startsWith('default/follow:')).length, 0, 'the deleted Service left the maps');
+    // Each of these events was applied as a delta: the one Service it touched, not a walk of all.
+    const last = (await status('n1')).lastSync;
+    assert.equal(last.model, 'delta', JSON.stringify(last));
+    assert.equal(last.changedServices, 1);
     console.log(`# API write → traffic: ${report.join('; ')}`);
   });
 

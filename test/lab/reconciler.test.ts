@@ -97,6 +97,33 @@ describe('reconciler on real maps', () => {
     assert.equal(dp.backends.entries().length, 3);
   });
 
+  test('a hinted apply looks at the named Services only and leaves the maps as a full apply would', () => {
+    const dp = load();
+    const rec = new Reconciler(dp);
+    const a = fe('a', '10.96.0.10', [be('10.244.1.10')]);
+    const b = fe('b', '10.96.0.11', [be('10.244.1.20')]);
+    const c = fe('c', '10.96.0.12', [be('10.244.1.30')]);
+    rec.apply([a, b, c]);
+    const a2 = fe('a', '10.96.0.10', [be('10.244.1.10'), be('10.244.1.11')]);
+    const hint = (m: Record<string, Frontend[]>) => ({ services: new Set(Object.keys(m)), frontendsOf: (k: string) => m[k] ?? [] });
+    // a changed, c deleted; b is handed over as a new object with another backend but not named: not looked at.
+    const bOther = fe('b', '10.96.0.11', [be('10.244.9.9')]);
+    const r = rec.apply([a2, bOther], hint({ 'default/a': [a2], 'default/c': [] }));
+    assert.deepEqual(r.errors, []);
+    assert.deepEqual([r.written, r.deleted], [{ backends: 1, tables: 1, services: 1 }, { backends: 1, tables: 2, services: 1 }]);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.11')), ['10.244.1.20'], 'b was not looked at');
+    assert.equal(dp.svc4.entries().length, 2);
+    // The same state in full: nothing left to write.
+    const full = rec.apply([a2, b]);
+    assert.deepEqual([full.written, full.deleted], [{ backends: 0, tables: 0, services: 0 }, { backends: 0, tables: 0, services: 0 }]);
+    // A named Service may not take a frontend key another (unchanged) Service holds.
+    const thief = fe('d', '10.96.0.11', [be('10.244.1.40')]);
+    const r2 = rec.apply([a2, b, thief], hint({ 'default/d': [thief] }));
+    assert.match(r2.errors.map((e) => e.reason).join(), /frontend also claimed by default\/b:http\/TCP/);
+    assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.11')), ['10.244.1.20']);
+  });
+
   test('frontends with the same backend set share one table', () => {
     const dp = load();
     const rec = new Reconciler(dp);
