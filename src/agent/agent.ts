@@ -168,7 +168,7 @@ export class Agent {
   async start(): Promise<void> {
     await this.d.source.start((s) => this.onSnapshot(s));
     if (this.d.resyncIntervalMs && this.d.resyncIntervalMs > 0) {
-      this.resyncTimer = setInterval(() => this.resync(), this.d.resyncIntervalMs);
+      this.resyncTimer = setInterval(() => void this.resync(), this.d.resyncIntervalMs);
       this.resyncTimer.unref();
     }
   }
@@ -190,6 +190,19 @@ export class Agent {
     return this.synced ? this.d.reconciler.drift(opts) : undefined;
   }
 
+  /**
+   * drift() without holding the event loop: compared a slice at a time, and
+   * started again when an apply lands in between (a few tries, then at once).
+   */
+  async driftAsync(opts?: { deepTables?: boolean }): Promise<DriftEntry[] | undefined> {
+    for (let i = 0; i < 5; i++) {
+      if (!this.synced) return undefined;
+      const d = await this.d.reconciler.driftAsync(opts);
+      if (d) return d;
+    }
+    return this.drift(opts);
+  }
+
   /** The newest objects the source handed out (for explain); undefined before the first snapshot. */
   latestSnapshot(): Snapshot | undefined {
     return this.latest;
@@ -204,14 +217,26 @@ export class Agent {
    * The periodic resync: compares the maps with the last desired state and,
    * when anything drifted (an entry deleted or changed behind the agent's
    * back), re-reads the maps and reapplies that state, which writes the
-   * difference only. Never throws. Returns the number of drifted entries.
+   * difference only. Never throws. Resolves to the number of drifted entries.
    */
-  resync(): number {
+  resync(): Promise<number> {
+    this.resyncRun ??= this.resyncOnce().finally(() => (this.resyncRun = undefined));
+    return this.resyncRun;
+  }
+  private resyncRun?: Promise<number>;
+
+  private async resyncOnce(): Promise<number> {
     const { logger, metrics } = this.d;
     if (!this.synced || !this.ready) return 0;
     try {
-      // The cheap check (which inner map each slot holds); /v1/drift compares tables slot by slot.
-      const drift = this.d.reconciler.drift({ deepTables: false });
+      // The cheap check (entries and backends; the pool in place), a slice at a time so that
+      // the event loop is never held long; /v1/drift also compares tables slot by slot.
+      // An apply in between makes the answer meaningless: that round is skipped.
+      const drift = await this.d.reconciler.driftAsync({ deepTables: false });
+      if (drift === undefined) {
+        metrics.resyncs.inc({ result: 'interrupted' });
+        return 0;
+      }
       this.resyncState.runs++;
       this.resyncState.lastAt = new Date(this.now()).toISOString();
       this.resyncState.lastRepaired = drift.length;
@@ -225,6 +250,7 @@ export class Agent {
       metrics.driftEntries.inc(drift.length);
       logger.warn({ entries: drift.length, first: drift.slice(0, 5) }, 'maps drifted from the desired state; repairing');
       const res = this.d.reconciler.resync();
+      this.lastApplyOk = res.errors.length === 0;
       this.recordWrites(res);
       this.reap(res.gone);
       this.scheduleNames();

@@ -30,7 +30,7 @@ export interface ApiDeps {
   /** Names for ids, fresh per request. */
   names: () => Names;
   /** Desired vs actual, entry by entry; undefined when the reconciler cannot tell. */
-  drift?: () => DriftEntry[] | undefined;
+  drift?: () => DriftEntry[] | undefined | Promise<DriftEntry[] | undefined>;
   registry: Registry;
   features?: KernelFeatures;
   version?: string;
@@ -181,8 +181,8 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     get('/v1/drift', {
       summary: 'Desired state vs the maps, entry by entry (empty when in sync)',
       response: { 200: S.driftResponse, 503: S.errorSchema },
-    }, () => {
-      const items = deps.drift?.();
+    }, async () => {
+      const items = await deps.drift?.();
       if (items === undefined) throw new HttpError(503, 'drift is not available: this reconciler cannot report it, or no sync has run yet');
       return { inSync: items.length === 0, items };
     });

@@ -119,6 +119,36 @@ export class BpfMap<K, V> {
     return out;
   }
 
+  /**
+   * The entries a slice at a time (one batch lookup of up to `max` per
+   * slice), so that a caller can yield between slices of a large map. Falls
+   * back to one whole dump where the map type has no batch operations.
+   */
+  *dumpSlices(max = 8192): Generator<{ key: Buffer; value: Buffer }[]> {
+    const vs = this.valueSlot * this.cpus;
+    const ks = this.key.size;
+    let cursor: Buffer | null = null;
+    let first = true;
+    for (;;) {
+      let d: ReturnType<ReturnType<typeof native>['mapDumpBatch']>;
+      try {
+        d = native().mapDumpBatch(this.fd, ks, vs, cursor, max);
+      } catch (e) {
+        if (first && /EOPNOTSUPP|ENOTSUP|EINVAL|524/.test(String((e as Error).message))) {
+          yield this.dumpRaw();
+          return;
+        }
+        throw e;
+      }
+      first = false;
+      const out: { key: Buffer; value: Buffer }[] = new Array(d.count);
+      for (let i = 0; i < d.count; i++) out[i] = { key: d.keys.subarray(i * ks, (i + 1) * ks), value: d.values.subarray(i * vs, (i + 1) * vs) };
+      yield out;
+      if (!d.cursor) return;
+      cursor = d.cursor;
+    }
+  }
+
   entries(): [K, V][] {
     if (this.perCpu) throw new Error(`map ${this.name}: per-CPU map, use entriesPerCpu`);
     return this.dumpRaw().map(({ key, value }) => [this.key.decode(key), this.value.decode(value)]);

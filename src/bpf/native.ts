@@ -86,6 +86,8 @@ export interface NativeAddon {
   mapUpdate(fd: number, key: Buffer, value: Buffer, flags: number): void;
   mapDelete(fd: number, key: Buffer): boolean;
   mapDump(fd: number, keySize: number, valueSize: number): { keys: Buffer; values: Buffer; count: number };
+  /** Up to `max` entries from `cursor` (null: the start); cursor null in the answer once the map is exhausted. */
+  mapDumpBatch(fd: number, keySize: number, valueSize: number, cursor: Buffer | null, max: number): { keys: Buffer; values: Buffer; count: number; cursor: Buffer | null };
   mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): number;
   mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
   /** Copies into / out of the value area of a BPF_F_MMAPABLE array (element stride: value size rounded up to 8). */

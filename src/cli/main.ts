@@ -309,7 +309,7 @@ async function runAgent(o: Opts): Promise<number> {
     nodeName: o['node-name'],
     serviceProxyName: o['service-proxy-name'],
     // The cheap comparison (which inner map each slot holds); explain compares this Service's tables itself.
-    drift: () => agent.drift({ deepTables: false }),
+    drift: () => agent.driftAsync({ deepTables: false }),
     external: () => {
       const ns = northSouth?.status();
       return ns && { closed: ns.lastExternalSync?.closed, tcPending: ns.pendingReason };
@@ -317,7 +317,7 @@ async function runAgent(o: Opts): Promise<number> {
     fetchService: source.getService ? (ns: string, name: string) => source.getService!(ns, name) : undefined,
     cgroup: cgroupPath,
   };
-  const appDeps = { agent, maps, names: currentNames, drift: () => agent.drift(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing, stats: sampler };
+  const appDeps = { agent, maps, names: currentNames, drift: () => agent.driftAsync(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing, stats: sampler };
   const apps = [buildApp(appDeps)];
   // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
   const healthState = (needReady: boolean) => () => {

@@ -340,6 +340,7 @@ export class Reconciler {
 
   /** Forgets what it believes and re-reads the maps on the next apply. */
   private forget(): void {
+    this.generation++;
     this.frontends.clear();
     this.bySvc.clear();
     this.beById.clear();
@@ -401,6 +402,7 @@ export class Reconciler {
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
   apply(frontends: readonly Frontend[], hint?: ApplyHint): SyncResult {
+    this.generation++;
     this.lastFrontends = frontends;
     if (!this.adopted) hint = undefined; // adoption compares everything
     const first = this.applyOnce(frontends, hint);
@@ -895,54 +897,93 @@ export class Reconciler {
    * cheap enough for a periodic check.
    */
   drift(opts: { deepTables?: boolean } = {}): DriftEntry[] {
-    const deep = opts.deepTables ?? true;
     const out: DriftEntry[] = [];
+    for (const _ of this.driftSteps(opts.deepTables ?? true, out)) {
+      /* run to the end */
+    }
+    return out;
+  }
+
+  /**
+   * drift() a slice at a time: the event loop runs between slices (maps are
+   * read in batches of a few thousand entries, tables a few hundred at a
+   * time), so a check at 100,000 backends never holds it for long. Undefined
+   * when an apply or resync ran in between (the answer would mix two states):
+   * ask again.
+   */
+  async driftAsync(opts: { deepTables?: boolean } = {}): Promise<DriftEntry[] | undefined> {
+    const gen = this.generation;
+    const out: DriftEntry[] = [];
+    for (const _ of this.driftSteps(opts.deepTables ?? true, out)) {
+      await new Promise<void>((r) => setImmediate(r));
+      if (this.generation !== gen) return undefined;
+    }
+    return out;
+  }
+
+  /** Bumped by every apply and resync. */
+  private generation = 0;
+
+  private *driftSteps(deep: boolean, out: DriftEntry[]): Generator<void> {
+    const SLICE = 4096;
     const svcName = (st?: FrontendState) => (st && st.servicePort.name ? servicePortKey(st.servicePort) : undefined);
     // Service entries.
     const expectSvc = new Map<string, [string, FrontendState]>();
-    for (const [feKey, st] of this.frontends) expectSvc.set(`${st.family}|${st.keyBuf.toString('hex')}`, [feKey, st]);
+    let n = 0;
+    for (const [feKey, st] of this.frontends) {
+      expectSvc.set(`${st.family}|${st.keyBuf.toString('hex')}`, [feKey, st]);
+      if (++n % SLICE === 0) yield;
+    }
     const seenSvc = new Set<string>();
     for (const family of [4, 6] as const) {
       const map = family === 4 ? this.dp.svc4 : this.dp.svc6;
       const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
-      for (const { key, value } of map.dumpRaw()) {
-        const id = `${family}|${key.toString('hex')}`;
-        seenSvc.add(id);
-        const st = expectSvc.get(id)?.[1];
-        const k = codec.decode(key);
-        const readable = readableKey(frontendKeyString(family, k.addr, k.port, k.proto, k.scope));
-        if (!st) out.push({ map: map.name, key: readable, kind: 'unexpected', actual: svcValCodec.decode(value) });
-        else if (st.valHex !== value.toString('hex')) {
-          out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')), actual: svcValCodec.decode(value) });
+      for (const slice of map.dumpSlices(SLICE)) {
+        for (const { key, value } of slice) {
+          const id = `${family}|${key.toString('hex')}`;
+          seenSvc.add(id);
+          const st = expectSvc.get(id)?.[1];
+          if (st && st.valHex === value.toString('hex')) continue;
+          const k = codec.decode(key);
+          const readable = readableKey(frontendKeyString(family, k.addr, k.port, k.proto, k.scope));
+          if (!st) out.push({ map: map.name, key: readable, kind: 'unexpected', actual: svcValCodec.decode(value) });
+          else out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')), actual: svcValCodec.decode(value) });
         }
+        yield;
       }
     }
+    n = 0;
     for (const [id, [feKey, st]] of expectSvc) {
-      if (seenSvc.has(id)) continue;
-      out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')) });
+      if (!seenSvc.has(id)) out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')) });
+      if (++n % SLICE === 0) yield;
     }
     // Backends.
     const seenBe = new Set<number>();
-    for (const { key, value } of this.dp.backends.dumpRaw()) {
-      const id = key.readUInt32LE(0);
-      seenBe.add(id);
-      const b = this.beById.get(id);
-      if (!b || !b.hex) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
-      else if (b.hex !== value.toString('hex')) {
-        out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')), actual: backendCodec.decode(value) });
+    for (const slice of this.dp.backends.dumpSlices(SLICE)) {
+      for (const { key, value } of slice) {
+        const id = key.readUInt32LE(0);
+        seenBe.add(id);
+        const b = this.beById.get(id);
+        if (!b || !b.hex) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
+        else if (b.hex !== value.toString('hex')) {
+          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')), actual: backendCodec.decode(value) });
+        }
       }
+      yield;
     }
+    n = 0;
     for (const b of this.beById.values()) {
       if (b.hex && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')) });
+      if (++n % SLICE === 0) yield;
     }
     // Maglev tables: the pool this agent installed, then (deep) every table slot by slot.
     const installed = this.dp.pool.installedId();
     if (this.adopted && installed !== this.dp.pool.id) {
       out.push({ map: this.dp.poolOuter.name, key: 'pool', kind: installed === undefined ? 'missing' : 'differs', expected: { pool: this.dp.pool.id }, ...(installed !== undefined ? { actual: { pool: installed } } : {}) });
     }
-    if (!deep) return out;
+    if (!deep) return;
     const checked = new Map<Region, DriftEntry['actual'] | null>();
-    for (const [feKey, st] of this.frontends) {
+    for (const [feKey, st] of [...this.frontends]) {
       const r = st.region;
       if (!r || !st.fe || r.sig.startsWith('live:')) continue; // adopted, not yet compared: the next apply does that
       let bad = checked.get(r);
@@ -953,10 +994,10 @@ export class Reconciler {
         for (let i = 0; i < r.m; i++) if (actual[i] !== expected[i]) slots++;
         bad = slots === 0 ? null : { size: r.m, offset: r.off, slotsDiffering: slots };
         checked.set(r, bad);
+        if (checked.size % 64 === 0) yield;
       }
       if (bad) out.push({ map: this.dp.poolOuter.name, key: `svc ${st.svcId} (${readableKey(feKey)})`, kind: 'differs', service: svcName(st), expected: { size: r.m, offset: r.off }, actual: bad });
     }
-    return out;
   }
 }
 

@@ -28,7 +28,7 @@ export interface DiagnoseDeps {
   /** This node's name (the agent's --node-name); inferred from the maps when absent. */
   nodeName?: string;
   serviceProxyName?: string;
-  drift?: () => DriftEntry[] | undefined;
+  drift?: () => DriftEntry[] | undefined | Promise<DriftEntry[] | undefined>;
   /** tc-path state: frontends closed (fail closed), why the tc path is not attached. */
   external?: () => { closed?: string[]; tcPending?: string } | undefined;
   /** Reads a Service straight from the source (a label-filtered watch does not hold ignored ones). */
@@ -89,7 +89,7 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
     serviceProxyName: deps.serviceProxyName,
     objects,
     desired: input?.desired,
-    kernel: { services, backendCounters: backendCounters(deps.maps, ids), drift: deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
+    kernel: { services, backendCounters: backendCounters(deps.maps, ids), drift: await deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
   });
   return { explainer, guessed: nn.guessed, node, source: objects?.source ?? null };
 }

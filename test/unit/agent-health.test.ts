@@ -52,6 +52,7 @@ async function node() {
       return result();
     },
     drift: () => fault.drift,
+    driftAsync: async () => fault.drift,
     frontendMeta: () => new Map(),
     backendInfo: () => new Map(),
   } as unknown as Reconciler;
@@ -181,12 +182,12 @@ test('drift the resync cannot repair is pending work too: 503 after the bound, 2
   n.agent.onSnapshot(n.snap('v1'));
   n.fault.drift = [{ map: 'sy_backend', key: '7', kind: 'missing', expected: {} }];
   n.fault.resync = 'map update failed (injected)';
-  n.agent.resync();
+  await n.agent.resync();
   n.tick(BOUND_MS);
   const p = await n.probe();
   assert.equal(p.codes.healthz, 503);
   assert.match(p.healthz.reason, /last error: resync: map update failed/);
   delete n.fault.resync;
-  n.agent.resync();
+  await n.agent.resync();
   assert.deepEqual((await n.probe()).codes, n.ALL_OK);
 });

@@ -29,6 +29,7 @@ function harness(drift: DriftEntry[][] = []) {
     apply: (fes: typeof calls.frontends) => (calls.apply++, (calls.frontends = fes), result()),
     resync: () => (calls.resync++, { ...result(), written: { backends: 1, tables: 0, services: 0 } }),
     drift: () => drift.shift() ?? [],
+    driftAsync: async () => drift.shift() ?? [],
     frontendMeta: () => new Map(),
     backendInfo: () => new Map(),
     tableSizeFor: () => 251,
@@ -108,11 +109,11 @@ test('network programming latency: from a changed trigger time (not one from bef
 test('resync: nothing written when in sync; drift found → reconciler.resync(), counted and logged', async () => {
   const drifted: DriftEntry[] = [{ map: 'sy_backend', key: '7', kind: 'missing', expected: {} }];
   const { agent, lines, registry, calls } = harness([[], drifted]);
-  assert.equal(agent.resync(), 0, 'before the first sync there is nothing to compare');
+  assert.equal(await agent.resync(), 0, 'before the first sync there is nothing to compare');
   agent.onSnapshot(snap([svc('web', '10.96.0.10'), slice('web')], 'v1'));
-  assert.equal(agent.resync(), 0);
+  assert.equal(await agent.resync(), 0);
   assert.equal(calls.resync, 0);
-  assert.equal(agent.resync(), 1);
+  assert.equal(await agent.resync(), 1);
   assert.equal(calls.resync, 1);
   assert.ok(lines.some((l) => l.msg === 'maps drifted from the desired state; repairing' && l.entries === 1));
   const r = (await registry.getSingleMetric('switchyard_resyncs_total')!.get()).values;
