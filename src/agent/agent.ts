@@ -451,7 +451,7 @@ export class Agent {
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
       let desired: DesiredState;
       let hint: ApplyHint | undefined;
-      if (s.delta || this.incremental) {
+      if (s.delta || this.incremental || this.d.source.deltas) {
         // A source that says what changed: the incremental model, reset on a snapshot
         // without a delta (first, relist, Node change) and whenever the Node object changed.
         this.incremental ??= new IncrementalModel({ serviceProxyName: this.d.serviceProxyName });

@@ -407,6 +407,7 @@ class Reflector {
 }
 
 export class KubeSource implements Source {
+  readonly deltas = true;
   private readonly reflectors: Reflector[];
   private readonly o: Required<Omit<KubeSourceOptions, 'kubeConfig' | 'nodeName' | 'serviceProxyName'>>;
   private onSnapshot?: (s: Snapshot) => void;

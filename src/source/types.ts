@@ -35,6 +35,8 @@ export interface Source {
   start(onSnapshot: (s: Snapshot) => void): Promise<void>;
   stop(): Promise<void>;
   describe(): string;
+  /** True when the source says what changed (Snapshot.delta) on its snapshots after the first. */
+  readonly deltas?: boolean;
   /** Optional details for /v1/status (connection state per resource, …). */
   status?(): object;
   /** Reads one Service directly, bypassing any filter of the watch (explain); undefined when there is none. */
