@@ -11,8 +11,7 @@
  *          incremental model + an apply that looks at that Service only;
  *   full:  the same snapshot without a delta (the file source's case): the
  *          cached full model and an apply that walks every frontend (baseline).
- * Timed: from the event (the source building its snapshot, store → arrays)
- * to the maps written (Agent.onSnapshot returns), per change; also the
+ * Timed: from the event (the source building its snapshot) to the maps written (Agent.onSnapshot returns), per change; also the
  * reconciler's own share (lastSync.durationMs).
  */
 import { mkdirSync, rmdirSync, existsSync } from 'node:fs';
@@ -29,7 +28,11 @@ import type { Snapshot, Source } from '../src/source/types.js';
 import { findCgroup2Root } from '../src/util/sys.js';
 
 const { values: argv } = parseArgs({
-  options: { services: { type: 'string', default: '10000' }, endpoints: { type: 'string', default: '10' }, changes: { type: 'string', default: '41' } },
+  options: {
+    services: { type: 'string', default: '10000' }, endpoints: { type: 'string', default: '10' }, changes: { type: 'string', default: '41' },
+    /** Run one path only (profiling); the report then has no baseline. */
+    only: { type: 'string' },
+  },
 });
 const N = Number(argv.services);
 const E = Number(argv.endpoints);
@@ -48,13 +51,14 @@ function service(i: number): any {
     },
   };
 }
-function slice(i: number, shift = 0): any {
+/** Service i's slice; `fresh` replaces its first endpoint's address (an index past every other one). */
+function slice(i: number, fresh?: number): any {
   return {
     metadata: { name: `svc-${i}-x`, namespace: 'bench', labels: { 'kubernetes.io/service-name': `svc-${i}` } },
     addressType: 'IPv4',
     ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
     endpoints: Array.from({ length: E }, (_, k) => ({
-      addresses: [ip(244, i * E + k + 1 + (k === 0 ? shift : 0))],
+      addresses: [ip(244, k === 0 && fresh !== undefined ? fresh : i * E + k + 1)],
       conditions: { ready: true, serving: true, terminating: false },
       nodeName: k % 2 ? 'node-a' : 'node-b',
     })),
@@ -80,6 +84,21 @@ function teardown(dps: SocketLbDatapath[]): void {
   for (const c of CGROUPS) if (existsSync(c)) rmdirSync(c);
 }
 
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFileSync } = await import('node:fs');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  return async (file) => {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 
@@ -103,22 +122,36 @@ async function main(): Promise<void> {
       services.set(`bench/svc-${i}`, service(i));
       slices.set(`bench/svc-${i}-x`, slice(i));
     }
-    const snapshot = (delta?: Snapshot['delta']): Snapshot => ({
-      services: [...services.values()] as any, endpointSlices: [...slices.values()] as any, nodes: [node as any], rejected: [], version: 'b', ...(delta ? { delta } : {}),
-    });
+    // As the Kubernetes source builds it: object lists copied out of the store when first read.
+    const snapshot = (delta?: Snapshot['delta']): Snapshot => {
+      let svcs: any[] | undefined;
+      let eps: any[] | undefined;
+      return {
+        get services() {
+          return (svcs ??= [...services.values()]);
+        },
+        get endpointSlices() {
+          return (eps ??= [...slices.values()]);
+        },
+        nodes: [node as any], rejected: [], version: 'b', ...(delta ? { delta } : {}),
+      };
+    };
     const t0 = process.hrtime.bigint();
     agents[0].onSnapshot(snapshot());
     const coldDelta = Number(process.hrtime.bigint() - t0) / 1e6;
     const t1 = process.hrtime.bigint();
-    agents[1].onSnapshot(snapshot());
+    if (argv.only !== 'delta') agents[1].onSnapshot(snapshot());
     const coldFull = Number(process.hrtime.bigint() - t1) / 1e6;
     const res: Record<'delta' | 'full', { ms: number[]; rec: number[] }> = { delta: { ms: [], rec: [] }, full: { ms: [], rec: [] } };
+    // SY_BENCH_PROFILE=FILE: a CPU profile of the changes (started after the programs are loaded:
+    // the profiler's signals would interrupt the verifier).
+    const profile = process.env.SY_BENCH_PROFILE ? await startProfile() : undefined;
     for (let c = 0; c < CHANGES; c++) {
       const i = Math.floor(((c + 0.5) * N) / CHANGES);
-      const changed = slice(i, N * E + 1 + c); // a fresh, valid address
+      const changed = slice(i, N * E + 1 + c);
       slices.set(`bench/svc-${i}-x`, changed);
       const key = sliceServiceKey(changed);
-      for (const [which, agent] of [['delta', agents[0]], ['full', agents[1]]] as const) {
+      for (const [which, agent] of ([['delta', agents[0]], ['full', agents[1]]] as const).filter(([w]) => !argv.only || argv.only === w)) {
         await new Promise((r) => setImmediate(r));
         const t = process.hrtime.bigint();
         const s = which === 'delta'
@@ -132,7 +165,8 @@ async function main(): Promise<void> {
         res[which].rec.push(st.lastSync!.durationMs);
       }
     }
-    const drift = [agents[0].drift(), agents[1].drift()];
+    if (profile) await profile(process.env.SY_BENCH_PROFILE!);
+    const drift = agents.map((a) => a.drift() ?? []);
     if (drift.some((d) => d?.length)) throw new Error(`maps drifted: ${JSON.stringify(drift.map((d) => d?.slice(0, 2)))}`);
     const f = (x: number) => x.toFixed(2);
     console.log(`event bench: ${N} Services (${NODEPORTS} NodePort) x ${E} endpoints; ${CHANGES} one-endpoint changes; node ${process.version}`);
@@ -141,7 +175,8 @@ async function main(): Promise<void> {
     console.log('  path    event→maps median   p90      max      reconciler median   vs full');
     for (const which of ['full', 'delta'] as const) {
       const r = res[which];
-      console.log(`  ${which.padEnd(6)}  ${f(median(r.ms)).padStart(10)} ms  ${f(pct(r.ms, 0.9)).padStart(7)}  ${f(Math.max(...r.ms)).padStart(7)}  ${f(median(r.rec)).padStart(12)} ms      ${which === 'full' ? 'baseline' : `${(median(res.full.ms) / median(r.ms)).toFixed(1)}x faster`}`);
+      if (r.ms.length === 0) continue;
+      console.log(`  ${which.padEnd(6)}  ${f(median(r.ms)).padStart(10)} ms  ${f(pct(r.ms, 0.9)).padStart(7)}  ${f(Math.max(...r.ms)).padStart(7)}  ${f(median(r.rec)).padStart(12)} ms      ${which === 'full' ? 'baseline' : res.full.ms.length ? `${(median(res.full.ms) / median(r.ms)).toFixed(1)}x faster` : '-'}`);
     }
     console.log('');
     console.log('  event→maps: the source building its snapshot + model + reconciler writing the maps (Agent.onSnapshot), per change;');

@@ -139,6 +139,7 @@ export class Agent {
   private lastNodeObj?: unknown;
   private synced = false;
   private readonly triggerTimes = new Map<string, string>();
+  private slicesAtFullPass = 0;
   private resyncTimer?: NodeJS.Timeout;
   private readonly resyncState: ResyncStatus;
   private readonly startedAt: number;
@@ -341,7 +342,8 @@ export class Agent {
   private observeTriggerTimes(s: Snapshot, at: number, deltaOnly: boolean): void {
     const seen = new Set<string>();
     // Per event, the changed Services' slices only; a full pass also forgets slices that went.
-    const full = !deltaOnly || !s.delta || this.triggerTimes.size > 2 * s.endpointSlices.length + 1024;
+    // (A full pass now and then also forgets the slices that went while only deltas were read.)
+    const full = !deltaOnly || !s.delta || this.triggerTimes.size > 2 * this.slicesAtFullPass + 1024;
     const slices = full ? s.endpointSlices : [...s.delta!.values()].flatMap((o) => o.slices);
     for (const es of slices as typeof s.endpointSlices) {
       const meta = (es as { metadata?: { namespace?: unknown; name?: unknown; annotations?: unknown } } | null)?.metadata;
@@ -356,7 +358,10 @@ export class Agent {
       if (!Number.isFinite(ms) || ms < this.startedAt || ms > at) continue;
       this.d.metrics.kpNetworkProgramming.observe((at - ms) / 1000);
     }
-    if (full) for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
+    if (full) {
+      for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
+      this.slicesAtFullPass = slices.length;
+    }
   }
 
   isReady(): boolean {
@@ -451,6 +456,7 @@ export class Agent {
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
       let desired: DesiredState;
       let hint: ApplyHint | undefined;
+      let serving: number | undefined;
       if (s.delta || this.incremental || this.d.source.deltas) {
         // A source that says what changed: the incremental model, reset on a snapshot
         // without a delta (first, relist, Node change) and whenever the Node object changed.
@@ -458,10 +464,13 @@ export class Agent {
         if (s.delta && this.incremental.ready && node === this.lastNodeObj) {
           const r = this.incremental.update(s.delta);
           desired = r.desired;
+          serving = r.services;
           // The reconciler may skip the unchanged Services only when the maps hold the last result.
           if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
         } else {
-          desired = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo }).desired;
+          const r = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo });
+          desired = r.desired;
+          serving = r.services;
         }
       } else {
         desired = buildDesiredState(
@@ -485,10 +494,14 @@ export class Agent {
       }
       for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
-      const served = this.d.northSouth?.prepare(desired.frontends) ?? desired.frontends;
-      // Frontends held back by the tc path (fail closed) must be seen by the reconciler: no hint then.
+      // The tc path reads every frontend; without it a hinted apply never needs the whole list.
+      const served = this.d.northSouth ? this.d.northSouth.prepare(desired.frontends) : undefined;
       this.lastApplyOk = false;
-      const res = this.d.reconciler.apply(served, served === desired.frontends ? hint : undefined);
+      // Frontends held back by the tc path (fail closed) must be seen by the reconciler: no hint then.
+      const res =
+        served === undefined
+          ? this.d.reconciler.apply(hint ? () => desired.frontends : desired.frontends, hint)
+          : this.d.reconciler.apply(served, served === desired.frontends ? hint : undefined);
       this.synced = true;
       this.scheduleNames();
       const ext = this.d.northSouth?.finish();
@@ -512,7 +525,7 @@ export class Agent {
       metrics.kpLastSync.set(at / 1000);
       metrics.frontends.set(res.frontends);
       metrics.backends.set(res.backends);
-      metrics.services.set(countServices(desired.frontends));
+      metrics.services.set(serving ?? countServices(desired.frontends));
       this.recordWrites(res);
       this.observeTriggerTimes(s, at, hint !== undefined);
       if (s.eventTime !== undefined && s.eventTime <= at) metrics.networkProgramming.observe((at - s.eventTime) / 1000);
@@ -532,7 +545,7 @@ export class Agent {
       logger.info(
         {
           version: s.version,
-          services: s.services.length,
+          services: serving ?? s.services.length,
           frontends: res.frontends,
           backends: res.backends,
           written: res.written,

@@ -222,7 +222,8 @@ export class Reconciler {
   private readonly unrefCandidates = new Set<number>();
   /** Frontend key per model object: unchanged objects cost one lookup per apply. */
   private feKeys = new WeakMap<Frontend, string>();
-  private lastFrontends: readonly Frontend[] = [];
+  /** The last desired state, for resync (a function when the caller made it lazy). */
+  private lastFrontends: readonly Frontend[] | (() => readonly Frontend[]) = [];
   private nextSvcId = 1;
   private nextBackendId = 1;
   private adopted = false;
@@ -359,7 +360,8 @@ export class Reconciler {
    */
   resync(): SyncResult {
     this.forget();
-    return this.apply(this.lastFrontends);
+    const last = this.lastFrontends;
+    return this.apply(typeof last === 'function' ? last() : last);
   }
 
   private allocSvcId(): number {
@@ -401,16 +403,18 @@ export class Reconciler {
   }
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
-  apply(frontends: readonly Frontend[], hint?: ApplyHint): SyncResult {
+  apply(frontends: readonly Frontend[] | (() => readonly Frontend[]), hint?: ApplyHint): SyncResult {
     this.generation++;
     this.lastFrontends = frontends;
     if (!this.adopted) hint = undefined; // adoption compares everything
-    const first = this.applyOnce(frontends, hint);
+    // With a hint the whole list is not walked: a caller may hand it over as a function, read only when needed.
+    const list = () => (typeof frontends === 'function' ? frontends() : frontends);
+    const first = this.applyOnce(hint ? [] : list(), hint);
     // Make-before-break needs room for the new entries before the old ones go.
     // When a map was too full for that, the deletions of this pass made room:
     // one more pass programs what had to wait.
     if (first.errors.length === 0 || first.deleted.backends + first.deleted.services === 0) return first;
-    const second = this.applyOnce(frontends, hint);
+    const second = this.applyOnce(hint ? [] : list(), hint);
     return {
       ...second,
       durationMs: first.durationMs + second.durationMs,

@@ -66,7 +66,14 @@ interface PerKey {
 }
 
 export interface IncrementalResult {
+  /**
+   * The whole desired state; its `frontends` list is assembled on first read
+   * (a pass over every Service), from the model as it is then: read it before
+   * the next update().
+   */
   desired: DesiredState;
+  /** Services with at least one frontend. */
+  services: number;
   /** Service keys whose frontends (after collisions) may differ from the previous result; undefined after reset(). */
   changed?: Set<string>;
   /** Those Services' frontends now (empty for a Service that serves nothing). */
@@ -84,6 +91,10 @@ export class IncrementalModel {
   private readonly claims = new Map<string, Frontend[]>();
   private readonly dropped = new Set<Frontend>();
   private readonly collisions = new Map<string, Rejection[]>();
+  /** Keys with rejections / a health check port / a frontend: the lists built per result walk these only. */
+  private readonly withRejections = new Set<PerKey>();
+  private readonly withHealthCheck = new Set<PerKey>();
+  private serving = 0;
   private node?: NodeNorm;
   private nodeRejected: Rejection[] = [];
   private readonly svcMemo = new WeakMap<object, { out: ReturnType<typeof normalizeService>; rejected: Rejection[] }>();
@@ -100,6 +111,9 @@ export class IncrementalModel {
   reset(input: { services: unknown[]; endpointSlices: unknown[]; node: NodeInfo }): IncrementalResult {
     this.per.clear();
     this.order = [];
+    this.withRejections.clear();
+    this.withHealthCheck.clear();
+    this.serving = 0;
     this.claims.clear();
     this.dropped.clear();
     this.collisions.clear();
@@ -130,7 +144,7 @@ export class IncrementalModel {
     }
     for (const [k, g] of groups) this.put(k, g, dups.get(g));
     for (const [k, g] of this.claims) if (g.length > 1) this.resolve(k);
-    for (const p of this.per.values()) p.kept = this.keptOf(p.frontends);
+    for (const p of this.per.values()) this.setKept(p, this.keptOf(p.frontends));
     return this.result(undefined);
   }
 
@@ -173,25 +187,44 @@ export class IncrementalModel {
     }
     for (const k of changed) {
       const p = this.per.get(k);
-      if (p) p.kept = this.keptOf(p.frontends);
+      if (p) this.setKept(p, this.keptOf(p.frontends));
     }
     return this.result(changed);
   }
 
+  private setKept(p: PerKey, kept: Frontend[]): void {
+    if (p.kept.length > 0) this.serving--;
+    p.kept = kept;
+    if (kept.length > 0) this.serving++;
+  }
+
   private result(changed: Set<string> | undefined): IncrementalResult {
-    const frontends: Frontend[] = [];
     const rejected: Rejection[] = [...this.nodeRejected];
+    for (const p of [...this.withRejections].sort((a, b) => this.compare(a, b))) for (const r of p.rejected) rejected.push(r);
     const healthChecks: HealthCheckPort[] = [];
-    for (const p of this.order) {
-      for (const f of p.kept) frontends.push(f);
-      for (const r of p.rejected) rejected.push(r);
-      if (p.healthCheck) healthChecks.push(p.healthCheck);
-    }
+    for (const p of this.withHealthCheck) healthChecks.push(p.healthCheck!);
     const collisions: Rejection[] = [];
     for (const rs of this.collisions.values()) for (const r of rs) collisions.push(r);
     collisions.sort(compareCollisions);
+    // The whole list is a pass over every Service: made when somebody reads it (the tc path,
+    // a full apply, explain), not on every event. Read it before the next update(): it is
+    // assembled from the model as it is when read.
+    let frontends: Frontend[] | undefined;
+    const order = () => this.order;
+    const desired = {
+      get frontends(): Frontend[] {
+        if (!frontends) {
+          frontends = [];
+          for (const p of order()) for (const f of p.kept) frontends.push(f);
+        }
+        return frontends;
+      },
+      rejected: finishRejections([...rejected, ...collisions]),
+      healthChecks: healthChecks.sort(compareHealthChecks),
+    };
     return {
-      desired: { frontends, rejected: finishRejections([...rejected, ...collisions]), healthChecks: healthChecks.sort(compareHealthChecks) },
+      desired,
+      services: this.serving,
       ...(changed ? { changed } : {}),
       frontendsOf: (k) => this.per.get(k)?.kept ?? [],
     };
@@ -270,9 +303,11 @@ export class IncrementalModel {
         else this.claims.set(ak, [f]);
       }
     }
-    p.kept = p.frontends;
     this.per.set(k, p);
     this.insert(p);
+    this.setKept(p, p.frontends);
+    if (p.rejected.length) this.withRejections.add(p);
+    if (p.healthCheck) this.withHealthCheck.add(p);
     return p;
   }
 
@@ -298,6 +333,9 @@ export class IncrementalModel {
   private remove(p: PerKey): void {
     const i = this.position(p);
     if (this.order[i] === p) this.order.splice(i, 1);
+    this.setKept(p, []);
+    this.withRejections.delete(p);
+    this.withHealthCheck.delete(p);
     this.per.delete(`${p.namespace}/${p.name}`);
   }
 }

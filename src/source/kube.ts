@@ -530,12 +530,27 @@ export class KubeSource implements Source {
     }, this.o.coalesceMs);
   }
 
-  /** The current view, as a snapshot. */
+  /**
+   * The current view, as a snapshot. Its object lists are copied out of the
+   * stores when first read (an agent applying a delta never reads them; a
+   * full build reads them at once, explain later, and then sees the stores as
+   * they are by then).
+   */
   snapshot(): Snapshot {
     const [svc, eps, nodes] = this.reflectors;
+    const lazy = <T>(store: Map<string, any>) => {
+      let v: T[] | undefined;
+      return () => (v ??= [...store.values()] as T[]);
+    };
+    const services = lazy<V1Service>(svc.store);
+    const endpointSlices = lazy<V1EndpointSlice>(eps.store);
     return {
-      services: [...svc.store.values()] as V1Service[],
-      endpointSlices: [...eps.store.values()] as V1EndpointSlice[],
+      get services() {
+        return services();
+      },
+      get endpointSlices() {
+        return endpointSlices();
+      },
       nodes: [...nodes.store.values()] as V1Node[],
       rejected: [],
       version: this.reflectors.map((r) => `${r.resource}=${r.resourceVersion}`).join(','),
