@@ -30,7 +30,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 if [ "${1:-}" = --micro ]; then
-  for b in maglev model reconcile connect inspect nodeport programming rollout; do
+  for b in maglev model reconcile event connect inspect nodeport programming rollout; do
     node "dist/bench/$b.js"
     echo
   done
