@@ -22,7 +22,7 @@ import { SnapshotCollector, collectExplain, writeArchive } from '../diagnose/sna
 import { parseHostPort, trace, type TraceQuery } from '../diagnose/trace.js';
 import { FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
-import { loadKubeConfig } from '../source/kubeconfig.js';
+import { loadApiConfig } from '../source/apiconfig.js';
 import { readOnce } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
 import { apiGet, table, type InspectOpts } from './inspect.js';
@@ -85,7 +85,7 @@ export async function pinsDiagnose(o: DiagnoseOpts): Promise<{ deps: DiagnoseDep
     } else if (o.source === 'kube' || o.kubeconfig || o.apiserver) {
       if (!o['node-name']) throw new Error('--node-name is required with a Kubernetes source (the Node object to read)');
       const src = new KubeSource({
-        kubeConfig: loadKubeConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
+        kubeConfig: await loadApiConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
         nodeName: o['node-name'],
         serviceProxyName: o['service-proxy-name'],
       });

@@ -17,7 +17,7 @@ import { Reconciler } from '../dataplane/reconciler.js';
 import { DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES, isValidTableSize } from '../maglev/index.js';
 import { FileParseError, FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
-import { inCluster, loadKubeConfig } from '../source/kubeconfig.js';
+import { inCluster, loadApiConfig } from '../source/apiconfig.js';
 import type { Source } from '../source/types.js';
 import { findCgroup2Root, resolveCgroup2 } from '../util/sys.js';
 import { prepareNode } from '../agent/prepare.js';
@@ -257,7 +257,7 @@ async function runAgent(o: Opts): Promise<number> {
   let source: Source;
   if (sourceKind === 'kube') {
     source = new KubeSource({
-      kubeConfig: loadKubeConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
+      kubeConfig: await loadApiConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
       nodeName: o['node-name'],
       serviceProxyName: o['service-proxy-name'],
       logger: logger.child({ component: 'kube-source' }),

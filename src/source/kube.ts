@@ -41,6 +41,7 @@ import type { KubeConfig, V1EndpointSlice, V1Node, V1Service } from '@kubernetes
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../model/index.js';
 import type { Snapshot, Source } from './types.js';
 import { serviceObjectKey, sliceServiceKey } from '../model/incremental.js';
+import { kubeApiConfig, type ApiConfig } from './apiconfig.js';
 
 export type Resource = 'services' | 'endpointslices' | 'nodes';
 
@@ -61,7 +62,8 @@ export interface Logger {
 }
 
 export interface KubeSourceOptions {
-  kubeConfig: KubeConfig;
+  /** Where the API server is and how to authenticate (apiconfig.ts; a client-node KubeConfig is accepted too). */
+  kubeConfig: ApiConfig | KubeConfig;
   nodeName: string;
   serviceProxyName?: string;
   logger?: Logger;
@@ -111,12 +113,13 @@ export function proxyLabelSelector(serviceProxyName?: string): string {
 
 /** Requests against the API server with a KubeConfig's credentials. */
 export class ApiTransport {
-  constructor(private readonly kc: KubeConfig) {}
+  private readonly kc: ApiConfig;
+  constructor(kc: ApiConfig | KubeConfig) {
+    this.kc = 'getCurrentCluster' in kc ? kubeApiConfig(kc) : kc;
+  }
 
   server(): string {
-    const c = this.kc.getCurrentCluster();
-    if (!c) throw new Error('kubeconfig has no current cluster');
-    return c.server.replace(/\/+$/, '');
+    return this.kc.server();
   }
 
   /** Starts a GET; resolves with the response once headers arrived. `abort` cancels at any stage. */

@@ -1,5 +1,6 @@
 /**
- * How the agent finds the API server:
+ * A kubeconfig through @kubernetes/client-node (the agent loads this module
+ * only for --kubeconfig: see apiconfig.ts). How the flags combine:
  *  - `--apiserver URL` (with `--token-file`, `--ca-file`; in a pod these default
  *    to the mounted service-account token and CA): a direct address, so that
  *    the agent never depends on the `kubernetes` Service VIP that it programs
@@ -12,15 +13,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { KubeConfig, type User } from '@kubernetes/client-node';
 import type https from 'node:https';
+import { SA_DIR, apiserverUrl, inCluster, kubeApiConfig, type KubeConfigFlags } from './apiconfig.js';
 
-export const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
-
-export interface KubeConfigFlags {
-  kubeconfig?: string;
-  apiserver?: string;
-  tokenFile?: string;
-  caFile?: string;
-}
+export { SA_DIR, inCluster, kubeApiConfig, type KubeConfigFlags };
 
 const TOKEN_FILE_PROVIDER = 'switchyard-token-file';
 
@@ -44,32 +39,23 @@ class TokenFileAuth {
   }
 }
 
-export function inCluster(): boolean {
-  return !!process.env.KUBERNETES_SERVICE_HOST && existsSync(`${SA_DIR}/token`);
-}
-
 export function loadKubeConfig(f: KubeConfigFlags): KubeConfig {
   const kc = new KubeConfig();
   kc.addAuthenticator(new TokenFileAuth());
   if (f.kubeconfig) kc.loadFromFile(f.kubeconfig);
   if (f.apiserver) {
-    let url: URL;
-    try {
-      url = new URL(f.apiserver);
-    } catch {
-      throw new Error(`--apiserver ${JSON.stringify(f.apiserver)} is not a URL (want https://HOST:PORT)`);
-    }
+    const server = apiserverUrl(f.apiserver);
     if (f.kubeconfig) {
       const c = kc.getCurrentCluster();
       if (!c) throw new Error(`${f.kubeconfig}: no current cluster`);
-      kc.clusters = kc.clusters.map((x) => (x.name === c.name ? { ...x, server: url.toString().replace(/\/$/, '') } : x));
+      kc.clusters = kc.clusters.map((x) => (x.name === c.name ? { ...x, server } : x));
       return kc;
     }
     const caFile = f.caFile ?? (existsSync(`${SA_DIR}/ca.crt`) ? `${SA_DIR}/ca.crt` : undefined);
     const tokenFile = f.tokenFile ?? (existsSync(`${SA_DIR}/token`) ? `${SA_DIR}/token` : undefined);
-    if (url.protocol === 'https:' && !caFile) throw new Error('--apiserver needs --ca-file (or the in-cluster service-account CA)');
+    if (server.startsWith('https:') && !caFile) throw new Error('--apiserver needs --ca-file (or the in-cluster service-account CA)');
     kc.loadFromClusterAndUser(
-      { name: 'direct', server: url.toString().replace(/\/$/, ''), caFile, skipTLSVerify: false },
+      { name: 'direct', server, caFile, skipTLSVerify: false },
       tokenFile ? { name: 'direct', authProvider: { name: TOKEN_FILE_PROVIDER, config: { path: tokenFile } } } : { name: 'direct' },
     );
     return kc;

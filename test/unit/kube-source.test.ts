@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseKubeVersion, proxyLabelSelector } from '../../src/source/kube.js';
 import { loadKubeConfig } from '../../src/source/kubeconfig.js';
+import { DirectApiConfig, loadApiConfig } from '../../src/source/apiconfig.js';
 
 test("label selector is kube-proxy's: without and with a service proxy name", () => {
   assert.equal(proxyLabelSelector(), '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless');
@@ -70,5 +71,50 @@ test('bad or missing configuration fails with a message that says what to give',
     assert.throws(() => loadKubeConfig({}), /--kubeconfig FILE or --apiserver URL/);
   } finally {
     if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
+  }
+});
+
+test('the agent\'s API configuration without a kubeconfig: direct address, token re-read and trimmed, CA; no client library', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-kc-'));
+  try {
+    writeFileSync(join(dir, 'token'), 'abc.def\n');
+    writeFileSync(join(dir, 'ca.crt'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    const c = await loadApiConfig({ apiserver: 'https://10.0.0.2:6443/', tokenFile: join(dir, 'token'), caFile: join(dir, 'ca.crt') });
+    assert.ok(c instanceof DirectApiConfig);
+    assert.equal(c.server(), 'https://10.0.0.2:6443');
+    const opts: { headers?: Record<string, string>; ca?: Buffer } = { headers: { Accept: 'application/json' } };
+    await c.applyToHTTPSOptions(opts);
+    assert.deepEqual(opts.headers, { Accept: 'application/json', Authorization: 'Bearer abc.def' });
+    assert.match(String(opts.ca), /BEGIN CERTIFICATE/);
+    await assert.rejects(loadApiConfig({ apiserver: 'not a url' }), /--apiserver "not a url" is not a URL/);
+    await assert.rejects(loadApiConfig({ apiserver: 'https://10.0.0.2:6443', caFile: undefined, tokenFile: join(dir, 'token') }), /--ca-file/);
+    const plain = await loadApiConfig({ apiserver: 'http://127.0.0.1:8080' });
+    const o2: { headers?: Record<string, string> } = {};
+    await plain.applyToHTTPSOptions(o2);
+    assert.equal(o2.headers, undefined, 'no token file, no Authorization');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the agent\'s API configuration with a kubeconfig goes through client-node, with --apiserver replacing the address', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-kc-'));
+  try {
+    const f = join(dir, 'kubeconfig');
+    writeFileSync(f, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://10.96.0.1:443/", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t0k}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    const c = await loadApiConfig({ kubeconfig: f });
+    assert.equal(c.server(), 'https://10.96.0.1:443');
+    const opts: { headers?: Record<string, string> } = {};
+    await c.applyToHTTPSOptions(opts);
+    assert.equal(opts.headers?.Authorization, 'Bearer t0k');
+    assert.equal((await loadApiConfig({ kubeconfig: f, apiserver: 'https://192.168.1.5:6443' })).server(), 'https://192.168.1.5:6443');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
