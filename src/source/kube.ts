@@ -169,10 +169,49 @@ function apiError(status: number, body: string): ApiError {
  * bookkeeping, often the largest part of an object and never read here), as kube-proxy's
  * informers also drop it.
  */
-function trim(o: any): any {
-  if (o?.metadata?.managedFields) delete o.metadata.managedFields;
+/** Annotations something here reads (kube-proxy's programming latency); every other one is dropped. */
+const KEPT_ANNOTATIONS = ['endpoints.kubernetes.io/last-change-trigger-time'];
+/** Metadata fields kept: identity, labels (selection), and what status and explain show. */
+const KEPT_METADATA = ['name', 'namespace', 'uid', 'resourceVersion', 'labels'];
+/** Endpoint fields the model reads (targetRef, hostname, deprecatedTopology are not). */
+const KEPT_ENDPOINT = ['addresses', 'conditions', 'nodeName', 'zone', 'hints'];
+
+/**
+ * What the store keeps of an object: the fields the model, explain and
+ * status read, nothing else (managed fields, owner references, unrelated
+ * annotations such as kubectl's last-applied copy of the object, endpoints'
+ * targetRef). A value of an unexpected shape is kept as it is, so that the
+ * model still sees and rejects it. At 10,000 Services × 10 endpoints this is
+ * most of what a store would otherwise hold.
+ */
+export function trim(o: any, resource: Resource): any {
+  if (!isObj(o)) return o;
+  const meta = o.metadata;
+  if (isObj(meta)) {
+    const m: Record<string, unknown> = {};
+    for (const k of KEPT_METADATA) if (k in meta) m[k] = meta[k];
+    if (isObj(meta.annotations)) {
+      const a: Record<string, unknown> = {};
+      for (const k of KEPT_ANNOTATIONS) if (k in meta.annotations) a[k] = meta.annotations[k];
+      if (Object.keys(a).length) m.annotations = a;
+    } else if ('annotations' in meta) m.annotations = meta.annotations;
+    o.metadata = m;
+  }
+  if (resource === 'endpointslices' && Array.isArray(o.endpoints)) {
+    o.endpoints = o.endpoints.map((ep: unknown) => {
+      if (!isObj(ep)) return ep;
+      const e: Record<string, unknown> = {};
+      for (const k of KEPT_ENDPOINT) if (k in ep) e[k] = ep[k];
+      return e;
+    });
+  }
+  // Services: the load balancer's ingress; Nodes: their addresses (not images, conditions, …).
+  const keep = resource === 'services' ? 'loadBalancer' : resource === 'nodes' ? 'addresses' : undefined;
+  if (keep && isObj(o.status)) o.status = keep in o.status ? { [keep]: o.status[keep] } : {};
   return o;
 }
+
+const isObj = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
@@ -289,7 +328,7 @@ class Reflector {
     do {
       this.abort = new AbortController();
       const page = await this.api.getJson(this.path, { ...this.selectors, limit: this.o.pageSize, continue: cont }, this.o.requestTimeoutMs, this.abort.signal);
-      for (const it of page.items ?? []) items.set(keyOf(it), trim(it));
+      for (const it of page.items ?? []) items.set(keyOf(it), trim(it, this.resource));
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion ?? '';
     } while (cont && !this.stopped);
@@ -380,7 +419,7 @@ class Reflector {
       case 'MODIFIED': {
         const k = keyOf(o);
         const before = this.store.get(k);
-        const after = trim(o);
+        const after = trim(o, this.resource);
         this.store.set(k, after);
         if (rv) this.resourceVersion = rv;
         this.onChange(false, before, after);
@@ -473,7 +512,7 @@ export class KubeSource implements Source {
    */
   async getService(namespace: string, name: string): Promise<unknown | undefined> {
     try {
-      return trim(await this.api.getJson(`/api/v1/namespaces/${encodeURIComponent(namespace)}/services/${encodeURIComponent(name)}`, {}, 10_000));
+      return trim(await this.api.getJson(`/api/v1/namespaces/${encodeURIComponent(namespace)}/services/${encodeURIComponent(name)}`, {}, 10_000), 'services');
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) return undefined;
       throw e;

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseKubeVersion, proxyLabelSelector } from '../../src/source/kube.js';
+import { parseKubeVersion, proxyLabelSelector, trim } from '../../src/source/kube.js';
+import { buildDesiredState, nodeInfoFromObject } from '../../src/model/index.js';
 import { loadKubeConfig } from '../../src/source/kubeconfig.js';
 import { DirectApiConfig, loadApiConfig } from '../../src/source/apiconfig.js';
 
@@ -117,4 +118,44 @@ current-context: x
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('the store keeps what the model reads: the same frontends from trimmed objects, without managed fields, owner references, other annotations, targetRef', () => {
+  const meta = (name: string, extra: Record<string, unknown> = {}) => ({
+    name, namespace: 'default', uid: `${name}-uid`, resourceVersion: '42', generation: 3, creationTimestamp: '2026-01-01T00:00:00Z',
+    labels: { app: name }, ownerReferences: [{ kind: 'Deployment', name }], managedFields: [{ manager: 'kubectl', fieldsV1: { f: 1 } }],
+    annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"a":"'.padEnd(4000, 'x') + '"}', ...extra },
+  });
+  const svc = {
+    apiVersion: 'v1', kind: 'Service', metadata: meta('web'),
+    spec: { type: 'LoadBalancer', selector: { app: 'web' }, clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP', nodePort: 30080 }] },
+    status: { loadBalancer: { ingress: [{ ip: '198.51.100.7', ipMode: 'VIP' }] }, conditions: [{ type: 'x', status: 'True' }] },
+  };
+  const slice = {
+    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+    metadata: meta('web-abc', { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-01-01T00:00:01Z' }),
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: [
+      { addresses: ['10.244.1.10'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'n1', zone: 'z1', hints: { forZones: [{ name: 'z1' }] }, hostname: 'h', targetRef: { kind: 'Pod', name: 'web-0', namespace: 'default', uid: 'p0' } },
+      { addresses: ['10.244.2.10'], conditions: { ready: false, serving: true, terminating: true }, nodeName: 'n2', zone: 'z2', targetRef: { kind: 'Pod', name: 'web-1', namespace: 'default' } },
+    ],
+  };
+  slice.metadata.labels = { 'kubernetes.io/service-name': 'web' } as any;
+  const node = { metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'z1' }, managedFields: [{}] }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }], images: [{ names: ['x'], sizeBytes: 1 }], conditions: [] } };
+  const build = (s: unknown, es: unknown, n: unknown) =>
+    buildDesiredState({ services: [s as any], endpointSlices: [es as any], node: nodeInfoFromObject('n1', n, []) });
+  const full = build(svc, slice, node);
+  const copy = <T>(x: T): T => JSON.parse(JSON.stringify(x));
+  const [ts, tes, tn] = [trim(copy(svc), 'services'), trim(copy(slice), 'endpointslices'), trim(copy(node), 'nodes')];
+  assert.ok(full.frontends.length > 0);
+  assert.deepEqual(build(ts, tes, tn), full);
+  assert.deepEqual(Object.keys(ts.metadata).sort(), ['labels', 'name', 'namespace', 'resourceVersion', 'uid']);
+  assert.deepEqual(tes.metadata.annotations, { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-01-01T00:00:01Z' });
+  assert.deepEqual(Object.keys(tes.endpoints[0]).sort(), ['addresses', 'conditions', 'hints', 'nodeName', 'zone']);
+  assert.deepEqual(ts.status, { loadBalancer: svc.status.loadBalancer });
+  assert.deepEqual(tn.status, { addresses: node.status.addresses });
+  assert.deepEqual(ts.spec, svc.spec, 'spec kept whole (explain shows the selector)');
+  // Wrong shapes stay as they are, for the model to reject.
+  assert.deepEqual(trim({ metadata: 'x', endpoints: 5 }, 'endpointslices'), { metadata: 'x', endpoints: 5 });
+  assert.equal(trim(null, 'services'), null);
 });
