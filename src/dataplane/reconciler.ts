@@ -111,7 +111,8 @@ interface FrontendState {
   svcId: number;
   family: 4 | 6;
   keyBuf: Buffer;
-  valHex: string;
+  /** The service value written, one character per byte. */
+  valBytes: string;
   /** 'empty' (no table), `${M}:…` (signature of the table written), 'live' (adopted, see liveTable), 'unknown'. */
   tableSig: string;
   /** Adopted table (M ids), kept until the first apply compares it. */
@@ -144,8 +145,8 @@ interface BackendState {
   /** Maglev identity (addr|port|proto) of what the map holds. */
   mkey: string;
   refs: number;
-  /** Hex of the value in the map; '' when not written yet. */
-  hex: string;
+  /** The value in the map, one character per byte (latin1: half the size of hex); '' when not written yet. */
+  bytes: string;
   meta?: BackendMeta;
 }
 
@@ -249,7 +250,7 @@ export class Reconciler {
 
   backendInfo(): Map<number, BackendMeta> {
     const m = new Map<number, BackendMeta>();
-    for (const b of this.beById.values()) if (b.meta && b.hex) m.set(b.id, b.meta);
+    for (const b of this.beById.values()) if (b.meta && b.bytes) m.set(b.id, b.meta);
     return m;
   }
 
@@ -264,7 +265,7 @@ export class Reconciler {
     for (const { key, value } of this.dp.backends.dumpRaw()) {
       const id = key.readUInt32LE(0);
       const v = backendCodec.decode(value);
-      this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, hex: value.toString('hex') });
+      this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, bytes: value.toString('latin1') });
       this.unrefCandidates.add(id);
       if (id >= this.nextBackendId) this.nextBackendId = id + 1;
     }
@@ -309,7 +310,7 @@ export class Reconciler {
           }
         }
         this.setFrontend(feKey, {
-          svcId: v.svcId, family, keyBuf: Buffer.from(key), valHex: value.toString('hex'), tableSig, liveTable, region,
+          svcId: v.svcId, family, keyBuf: Buffer.from(key), valBytes: value.toString('latin1'), tableSig, liveTable, region,
           refIds,
           servicePort: { namespace: '', name: '', port: '', protocol: k.proto === IPPROTO.UDP ? 'UDP' : 'TCP' },
           type: 'ClusterIP', affinity: (v.flags & SVC_F_AFFINITY) !== 0,
@@ -495,7 +496,7 @@ export class Reconciler {
     } else for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
 
     // 1. Backends: ids (stable per service port and address), then the entries that differ.
-    const beWrites = new Map<number, { val: Buffer; hex: string; mkey: string; state: BackendState }>();
+    const beWrites = new Map<number, { val: Buffer; bytes: string; mkey: string; state: BackendState }>();
     for (const c of changes) {
       const sp = servicePortKey(c.fe.servicePort);
       const prev = this.frontends.get(c.feKey);
@@ -511,7 +512,7 @@ export class Reconciler {
         }
         let st = this.beById.get(id);
         if (!st) {
-          st = { id, mkey, refs: 0, hex: '' };
+          st = { id, mkey, refs: 0, bytes: '' };
           this.beById.set(id, st);
           this.unrefCandidates.add(id);
         }
@@ -520,8 +521,8 @@ export class Reconciler {
         c.ids[i] = id;
         if (beWrites.has(id)) return;
         const val = backendCodec.encode(backendVal(b));
-        const hex = val.toString('hex');
-        if (st.hex !== hex) beWrites.set(id, { val, hex, mkey, state: st });
+        const bytes = val.toString('latin1');
+        if (st.bytes !== bytes) beWrites.set(id, { val, bytes, mkey, state: st });
       });
     }
     const failedBackends = new Set<number>();
@@ -537,8 +538,8 @@ export class Reconciler {
     for (const [id, w] of beWrites) {
       if (failedBackends.has(id)) continue;
       // A backend new to the map starts its counters at 0 (a changed one keeps them).
-      if (w.state.hex === '') freshBackends.push(id);
-      w.state.hex = w.hex;
+      if (w.state.bytes === '') freshBackends.push(id);
+      w.state.bytes = w.bytes;
       w.state.mkey = w.mkey;
       written.backends++;
     }
@@ -635,7 +636,7 @@ export class Reconciler {
 
     // 3. Service entries, after their tables.
     for (const family of [4, 6] as const) {
-      const todo = pending.filter((p) => !p.failed && p.c.fe.family === family && p.prev?.valHex !== p.valBuf.toString('hex'));
+      const todo = pending.filter((p) => !p.failed && p.c.fe.family === family && p.prev?.valBytes !== p.valBuf.toString('latin1'));
       this.writeBatch(
         family === 4 ? this.dp.svc4 : this.dp.svc6,
         todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const),
@@ -669,7 +670,7 @@ export class Reconciler {
       if (p.region) p.region.refs++;
       if (p.prev?.region) released.push(p.prev.region);
       this.setFrontend(p.c.feKey, {
-        fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valHex: p.valBuf.toString('hex'),
+        fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valBytes: p.valBuf.toString('latin1'),
         tableSig: p.tableSig, region: p.region, refIds,
         servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
       });
@@ -712,7 +713,7 @@ export class Reconciler {
     for (const id of this.unrefCandidates) {
       const b = this.beById.get(id);
       if (!b || b.refs > 0) continue;
-      if (b.hex) {
+      if (b.bytes) {
         try {
           this.dp.backends.delete(id);
         } catch (e) {
@@ -767,7 +768,7 @@ export class Reconciler {
     const out = new Map<string, number>();
     for (const id of st.refIds) {
       const b = this.beById.get(id);
-      if (b?.hex) out.set(b.mkey, id);
+      if (b?.bytes) out.set(b.mkey, id);
     }
     return out;
   }
@@ -935,7 +936,7 @@ export class Reconciler {
     const expectSvc = new Map<string, [string, FrontendState]>();
     let n = 0;
     for (const [feKey, st] of this.frontends) {
-      expectSvc.set(`${st.family}|${st.keyBuf.toString('hex')}`, [feKey, st]);
+      expectSvc.set(`${st.family}|${st.keyBuf.toString('latin1')}`, [feKey, st]);
       if (++n % SLICE === 0) yield;
     }
     const seenSvc = new Set<string>();
@@ -944,21 +945,21 @@ export class Reconciler {
       const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
       for (const slice of map.dumpSlices(SLICE)) {
         for (const { key, value } of slice) {
-          const id = `${family}|${key.toString('hex')}`;
+          const id = `${family}|${key.toString('latin1')}`;
           seenSvc.add(id);
           const st = expectSvc.get(id)?.[1];
-          if (st && st.valHex === value.toString('hex')) continue;
+          if (st && st.valBytes === value.toString('latin1')) continue;
           const k = codec.decode(key);
           const readable = readableKey(frontendKeyString(family, k.addr, k.port, k.proto, k.scope));
           if (!st) out.push({ map: map.name, key: readable, kind: 'unexpected', actual: svcValCodec.decode(value) });
-          else out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')), actual: svcValCodec.decode(value) });
+          else out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valBytes, 'latin1')), actual: svcValCodec.decode(value) });
         }
         yield;
       }
     }
     n = 0;
     for (const [id, [feKey, st]] of expectSvc) {
-      if (!seenSvc.has(id)) out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valHex, 'hex')) });
+      if (!seenSvc.has(id)) out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valBytes, 'latin1')) });
       if (++n % SLICE === 0) yield;
     }
     // Backends.
@@ -968,16 +969,16 @@ export class Reconciler {
         const id = key.readUInt32LE(0);
         seenBe.add(id);
         const b = this.beById.get(id);
-        if (!b || !b.hex) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
-        else if (b.hex !== value.toString('hex')) {
-          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')), actual: backendCodec.decode(value) });
+        if (!b || !b.bytes) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
+        else if (b.bytes !== value.toString('latin1')) {
+          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')), actual: backendCodec.decode(value) });
         }
       }
       yield;
     }
     n = 0;
     for (const b of this.beById.values()) {
-      if (b.hex && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.hex, 'hex')) });
+      if (b.bytes && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')) });
       if (++n % SLICE === 0) yield;
     }
     // Maglev tables: the pool this agent installed, then (deep) every table slot by slot.
