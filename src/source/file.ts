@@ -254,13 +254,19 @@ export class FileSource implements Source {
     snap.version = h.digest('hex').slice(0, 16);
     if (snap.errors.length > 0) return snap;
     // An object whose content did not change keeps its identity from the
-    // previous read, so the model and the reconciler skip it cheaply.
+    // previous read, so the model and the reconciler skip it cheaply. Objects
+    // are known by a digest of their JSON (the JSON itself as the key kept a
+    // second copy of every object), and a new one is rebuilt from that JSON:
+    // the parser's strings can be slices of the file's text, which would keep
+    // the whole text alive as long as any object lives.
     const next = new Map<string, object>();
     const intern = <T extends object>(o: T): T => {
-      const k = JSON.stringify(o);
+      const json = JSON.stringify(o);
+      const k = createHash('sha256').update(json).digest('base64');
       const same = (this.previous.get(k) ?? next.get(k)) as T | undefined;
-      next.set(k, same ?? o);
-      return same ?? o;
+      const kept = same ?? (JSON.parse(json) as T);
+      next.set(k, kept);
+      return kept;
     };
     snap.services = snap.services.map(intern);
     snap.endpointSlices = snap.endpointSlices.map(intern);
