@@ -2,6 +2,7 @@
  * `switchyard` command line: agent, cleanup, status, maps, lab.
  */
 import { parseArgs } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
@@ -112,6 +113,9 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
   --metrics-backend-cap N per-backend counter series at most; the rest sum under backend="_other"         [1000]
   --stats-interval SEC    sample the counters every SEC s for the rates of /v1/stats; 0 = off              [10]
+  --heap-growth PCT       let the JavaScript heap grow to (1 + PCT/100) × what is live before
+                          a full collection (V8's own choice is up to 4×: ~1 GiB resident at
+                          10,000 Services under churn for ~270 MiB live)                   [50]
   --log-level L           pino level                                               [info]
 
 Inspection (maps, status, drift) asks the agent's API at --api-addr [${DEFAULT_API_ADDR}] or --api-socket; with --bpf-root
@@ -155,6 +159,7 @@ const agentOptions = {
   'metrics-service-cap': { type: 'string' },
   'metrics-backend-cap': { type: 'string' },
   'stats-interval': { type: 'string' },
+  'heap-growth': { type: 'string' },
   rate: { type: 'boolean' },
   interval: { type: 'string' },
   namespace: { type: 'string', short: 'n' },
@@ -204,6 +209,10 @@ function splitAddr(a: string): { host: string; port: number } {
 
 async function runAgent(o: Opts): Promise<number> {
   if (!o['node-name']) throw new Error('--node-name is required (see --help)');
+  // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
+  // when the program allocates fast (an event storm); a bounded factor keeps it near the live size.
+  const heapGrowth = intOpt(o['heap-growth'], 'heap-growth', 50);
+  if (heapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${heapGrowth}`);
   const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || inCluster() ? 'kube' : undefined);
   if (!sourceKind || !(sourceKind.startsWith('file:') || sourceKind === 'kube')) throw new Error('--source file:PATH, --source kube, --kubeconfig or --apiserver is required (see --help)');
   const stallSec = intOpt(o['watch-stall-timeout'], 'watch-stall-timeout', 150);
