@@ -301,7 +301,8 @@ interface Running {
   stop(): Promise<void>;
 }
 
-let agentKubeconfig = '';
+/** The agents' Kubernetes source: the API server on the fabric, the agent's token and the CA, as the DaemonSet runs. */
+let agentSource: string[] = [];
 
 async function startDataplane(dp: Dataplane, api: Api, services: number): Promise<Running> {
   if (dp === 'switchyard') {
@@ -309,7 +310,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
     const extra = ['--max-backends', String(maxBackends)];
     const pids = {} as PerNode;
     await Promise.all(NODES.map(async (n, i) => {
-      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: ['--source', 'kube', '--kubeconfig', agentKubeconfig] });
+      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource });
     }));
     return {
       dp, pids,
@@ -750,10 +751,8 @@ async function main(): Promise<void> {
     lab.exec('ext', ['ip', 'addr', 'add', `${EXT_DIRECT_SRC}/24`, 'dev', 'eth0']);
     lab.exec('client-n1', ['ip', 'addr', 'add', `${CLIENT_DIRECT_SRC}/24`, 'dev', 'eth0']);
     await cp!.up();
-    const token = readFileSync(cp!.agentTokenFile, 'utf8').trim();
     // Agents run in the node namespaces (tc path on), where the API server is reached directly on the fabric.
-    agentKubeconfig = join(cp!.dir, 'agent-fabric.kubeconfig');
-    writeFileSync(agentKubeconfig, kubeconfigYaml(APISERVER_INTERNAL_URL, cp!.caCert, { token }));
+    agentSource = ['--source', 'kube', '--apiserver', APISERVER_INTERNAL_URL, '--token-file', cp!.agentTokenFile, '--ca-file', cp!.caCert];
     await cp!.apply(lab.nodeObjects());
   });
   const api = new Api(cp);

@@ -357,9 +357,13 @@ export class ControlPlane {
     writeFileSync(this.agentKubeconfig, kubeconfigYaml(this.agentUrl, this.caCert, { token }));
   }
 
-  /** Agent flags for the Kubernetes source with the deploy/ ClusterRole's token, through the agents' relay. */
+  /**
+   * Agent flags for the Kubernetes source with the deploy/ ClusterRole's token, through the agents'
+   * relay: a direct address with token and CA files, as the DaemonSet runs it (agent.kubeconfig
+   * holds the same for kubectl and for --kubeconfig).
+   */
   agentSourceArgs(): string[] {
-    return ['--source', 'kube', '--kubeconfig', this.agentKubeconfig];
+    return ['--source', 'kube', '--apiserver', this.agentUrl, '--token-file', this.agentTokenFile, '--ca-file', this.caCert];
   }
 
   /**

@@ -248,14 +248,14 @@ describe('agents on a real kube-apiserver', () => {
     await startKubeAgent('n1');
   });
 
-  test('start-up: not ready until the first full list is applied, as one snapshot; --apiserver with token and CA files', async () => {
+  test('start-up: not ready until the first full list is applied, as one snapshot; --kubeconfig (the others run with --apiserver and token and CA files)', async () => {
     await lab.stopAgent('n2');
     await cp.stopAgentRelay();
     const logFile = join(lab.state.stateDir, 'agent-n2.log');
     const logStart = statSync(logFile).size;
-    // --apiserver/--token-file/--ca-file instead of a kubeconfig.
-    const direct = ['--source', 'kube', '--apiserver', cp.agentUrl, '--token-file', cp.agentTokenFile, '--ca-file', cp.caCert];
-    const started = startKubeAgent('n2', [], direct);
+    // A kubeconfig instead of --apiserver/--token-file/--ca-file (client-node reads it).
+    const viaKubeconfig = ['--source', 'kube', '--kubeconfig', cp.agentKubeconfig];
+    const started = startKubeAgent('n2', [], viaKubeconfig);
     for (let i = 0; i < 10; i++) {
       await sleep(300);
       let code = 0;
