@@ -55,7 +55,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { Lab, defaultSpec, runJson, type LabSpec } from '../src/lab/lab.js';
-import { APISERVER_INTERNAL_URL, ControlPlane, kubeconfigYaml } from '../src/lab/controlplane.js';
+import { APISERVER_INTERNAL_URL, ControlPlane } from '../src/lab/controlplane.js';
 import { KubeProxy } from '../src/lab/kubeproxy.js';
 import { endpointSlice, service } from '../src/lab/objects.js';
 import { repoRoot } from '../src/bpf/native.js';
