@@ -81,7 +81,10 @@ const serviceItem = {
   },
 } as const;
 
-export const servicesResponse = { type: 'object', properties: { items: { type: 'array', items: serviceItem } } } as const;
+export const servicesResponse = {
+  type: 'object',
+  properties: { items: { type: 'array', items: serviceItem }, continue: { type: ['string', 'null'], description: 'pass as ?continue= for the next page; null on the last page' } },
+} as const;
 
 const backendItem = {
   type: 'object',
@@ -97,7 +100,10 @@ const backendItem = {
   },
 } as const;
 
-export const backendsResponse = { type: 'object', properties: { items: { type: 'array', items: backendItem } } } as const;
+export const backendsResponse = {
+  type: 'object',
+  properties: { items: { type: 'array', items: backendItem }, continue: { type: ['string', 'null'], description: 'pass as ?continue= for the next page; null on the last page' } },
+} as const;
 
 export const maglevParams = {
   type: 'object',

@@ -12,7 +12,7 @@ import type { AgentHealth, AgentStatus } from '../agent/agent.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';
-import { listBackends, listServices, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
+import { BadPage, listBackendsPage, listServicesPage, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
 import { mapStats, type InspectMaps } from '../dataplane/maps.js';
 import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
@@ -81,7 +81,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   });
 
   app.setErrorHandler((err: FastifyError | Error, _req, reply) => {
-    if (err instanceof BadQuery) return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: err.message });
+    if (err instanceof BadQuery || err instanceof BadPage) return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: err.message });
     if (err instanceof HttpError) {
       return reply.code(err.statusCode).send({ statusCode: err.statusCode, error: err.statusCode === 404 ? 'Not Found' : 'Error', message: err.message });
     }
@@ -139,14 +139,14 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
 
     get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
       '/v1/services',
-      { summary: 'Frontends in sy_svc4/sy_svc6 with their Service, backends and Maglev share', querystring: S.listQuery, response: { 200: S.servicesResponse, ...errors } },
-      (req) => ({ items: listServices(deps.maps, deps.names(), req.query) }),
+      { summary: 'Frontends in sy_svc4/sy_svc6 with their Service, backends and Maglev share; in pages (limit, continue)', querystring: S.pageQuery, response: { 200: S.servicesResponse, ...errors } },
+      (req) => listServicesPage(deps.maps, deps.names(), req.query as PageQuery),
     );
 
     get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
       '/v1/backends',
-      { summary: 'Entries of sy_backend with their Service, node and state', querystring: S.listQuery, response: { 200: S.backendsResponse, ...errors } },
-      (req) => ({ items: listBackends(deps.maps, deps.names(), req.query) }),
+      { summary: 'Entries of sy_backend with their Service, node and state; in pages by id (limit, continue)', querystring: S.pageQuery, response: { 200: S.backendsResponse, ...errors } },
+      (req) => listBackendsPage(deps.maps, deps.names(), req.query as PageQuery),
     );
 
     get<{ full?: boolean }, { svc: string }>(

@@ -25,7 +25,7 @@ import { KubeSource } from '../source/kube.js';
 import { loadApiConfig } from '../source/apiconfig.js';
 import { readOnce } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
-import { apiGet, table, type InspectOpts } from './inspect.js';
+import { apiGet, apiGetAll, table, type InspectOpts } from './inspect.js';
 
 export interface DiagnoseOpts extends InspectOpts {
   source?: string;
@@ -277,8 +277,8 @@ export async function snapshotCommand(o: DiagnoseOpts): Promise<number> {
     const status = (await c.add('status.json', api('/v1/status'))) as { node?: string } | undefined;
     if (!status) throw new Error(`cannot read the agent's status: ${c.problems.join('; ')}`);
     node = status.node ?? 'node';
-    await c.add('services.json', api('/v1/services'));
-    await c.add('backends.json', api('/v1/backends'));
+    await c.add('services.json', () => apiGetAll(o['api-addr'], '/v1/services'));
+    await c.add('backends.json', () => apiGetAll(o['api-addr'], '/v1/backends'));
     await c.add('affinity.json', api(`/v1/affinity?limit=${PAGE_LIMIT_MAX}`));
     await c.add('flows.json', api(`/v1/flows?limit=${PAGE_LIMIT_MAX}`));
     await c.add('stats.json', api('/v1/stats'));

@@ -130,6 +130,19 @@ function direct<T>(bpfRoot: string, f: (ctx: { maps: ReturnType<typeof openPinne
   }
 }
 
+/** Every item of a paged list of the API (follows `continue`). */
+export async function apiGetAll(apiAddr: string | undefined, path: string): Promise<{ items: any[] }> {
+  const items: any[] = [];
+  let token: string | null = null;
+  do {
+    const sep = path.includes('?') ? '&' : '?';
+    const page: { items: any[]; continue?: string | null } = await apiGet(apiAddr, token ? `${path}${sep}continue=${encodeURIComponent(token)}` : path);
+    items.push(...page.items);
+    token = page.continue ?? null;
+  } while (token);
+  return { items };
+}
+
 async function pages(o: InspectOpts, path: string, read: (q: PageQuery) => any): Promise<{ items: any[]; continue: string | null; note?: string }> {
   // One page when --limit is given (its continue token is printed); else every page.
   const one = o.limit !== undefined;
@@ -155,7 +168,7 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
     case 'services': {
       const items = root
         ? direct(root, ({ maps, names }) => listServices(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGet(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
+        : (await apiGetAll(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
       print(out, { items }, () =>
         table(
           items.map((s: any) => ({
@@ -176,7 +189,7 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
     case 'backends': {
       const items = root
         ? direct(root, ({ maps, names }) => listBackends(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGet(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
+        : (await apiGetAll(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
       print(out, { items }, () =>
         table(
           items.map((b: any) => ({

@@ -298,7 +298,7 @@ async function runAgent(o: Opts): Promise<number> {
   });
   agentRef = agent;
   const maps = datapathMaps(datapath);
-  const currentNames = () => resolveNames({ reconciler: () => ({ frontends: reconciler.frontendMeta(), backends: reconciler.backendInfo() }), pinned: names });
+  const currentNames = () => resolveNames({ reconciler: () => reconciler.namesView(), pinned: names });
   datapathMetrics(registry, {
     maps, names: currentNames,
     serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000),

@@ -8,7 +8,7 @@
 import type { FrontendType, Protocol } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { InspectMaps } from './maps.js';
-import type { PinnedNames, ReconcilerNames, SvcName } from './names.js';
+import type { PinnedNames, ReconcilerNamesView, SvcName } from './names.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
   backendCodec, beStatsCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal, type SvcVal,
@@ -27,8 +27,8 @@ export interface Names {
  * first use only, so a request that needs Service names alone never reads
  * the backend names.
  */
-export function resolveNames(o: { reconciler?: ReconcilerNames | (() => ReconcilerNames); pinned?: PinnedNames }): Names {
-  let rec: ReconcilerNames | undefined;
+export function resolveNames(o: { reconciler?: ReconcilerNamesView | (() => ReconcilerNamesView); pinned?: PinnedNames }): Names {
+  let rec: ReconcilerNamesView | undefined;
   const reconciler = () => (rec ??= typeof o.reconciler === 'function' ? o.reconciler() : o.reconciler);
   let pinnedSvc: Map<number, SvcName> | undefined;
   let pinnedBe: Map<number, { svcId: number; node: string }> | undefined;
@@ -176,72 +176,153 @@ export interface ServiceQuery extends Filter {
   raw?: boolean;
 }
 
-export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = {}): ServiceEntry[] {
-  const backends = new Map(maps.backends.entries());
-  const out: ServiceEntry[] = [];
+/** One frontend as the cheap pass sees it: decoded entry, name, and its place in the order. */
+interface FrontendRow {
+  family: 4 | 6;
+  key: Buffer;
+  value: Buffer;
+  k: { addr: string; port: number; proto: number; scope: number };
+  v: SvcVal;
+  n?: SvcName;
+  order: (string | number)[];
+}
+
+const cmpStr = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+function cmpOrder(a: (string | number)[], b: (string | number)[]): number {
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    const c = typeof x === 'number' && typeof y === 'number' ? x - y : cmpStr(String(x), String(y));
+    if (c) return c;
+  }
+  return 0;
+}
+
+/** Every frontend matching the Service filters, in the list's order (Service, port, scope, family, address, port): cheap, no table is read. */
+function frontendRows(maps: InspectMaps, names: Names, q: ServiceQuery): FrontendRow[] {
+  const rows: FrontendRow[] = [];
   for (const family of [4, 6] as const) {
     const map = family === 4 ? maps.svc4 : maps.svc6;
     const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
     for (const { key, value } of map.dumpRaw()) {
-      const k = codec.decode(key);
       const v = svcValCodec.decode(value);
       const n = names.svc(v.svcId);
       if (!matchService(n, q)) continue;
-      const { m, ids } = tableOf(maps, v);
-      const slots = countSlots(ids);
-      const refs: ServiceBackendRef[] = [...slots]
-        .map(([id, count]) => {
-          const b = backends.get(id);
-          return {
-            id,
-            address: b?.addr ?? null,
-            port: b?.port ?? null,
-            node: names.backend(id)?.node ?? null,
-            state: backendState(b),
-            local: b ? (b.flags & BE_F_LOCAL) !== 0 : false,
-            slots: count,
-          };
-        })
-        .sort((a, b) => a.id - b.id);
-      if (q.backend !== undefined && !refs.some((r) => matchBackend(r.id, r.address === null ? undefined : { address: r.address, port: r.port ?? 0 }, q.backend))) continue;
-      const stats = maps.svcStats.lookupPerCpu(v.svcId) ?? [];
-      out.push({
-        svcId: v.svcId,
-        namespace: n?.namespace ?? null,
-        service: n?.name ?? null,
-        portName: n ? n.port : null,
-        type: n?.type ?? null,
-        scope: k.scope === SCOPE_INTERNAL ? 'internal' : 'external',
-        family,
-        address: k.addr,
-        port: k.port,
-        protocol: protoName(k.proto),
-        flags: svcFlagNames(v.flags),
-        affinityTimeoutSec: v.flags & SVC_F_AFFINITY ? v.affinityTimeout : 0,
-        backendCount: v.backendCount,
-        maglevSize: m,
-        backends: refs,
-        counters: {
-          translations: Number(stats.reduce((a, s) => a + s.translations, 0n)),
-          refused: Number(stats.reduce((a, s) => a + s.refused, 0n)),
-          packets: Number(stats.reduce((a, s) => a + s.packets, 0n)),
-          bytes: Number(stats.reduce((a, s) => a + s.bytes, 0n)),
-        },
-        ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
+      const k = codec.decode(key);
+      rows.push({
+        family, key, value, k, v, n,
+        order: [n?.namespace ?? '~', n?.name ?? '~', n ? n.port : '', k.scope === SCOPE_INTERNAL ? 0 : 1, family, k.addr, k.port],
       });
     }
   }
-  const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
-  return out.sort(
-    (a, b) =>
-      cmp(a.namespace ?? '~', b.namespace ?? '~') ||
-      cmp(a.service ?? '~', b.service ?? '~') ||
-      cmp(a.portName ?? '', b.portName ?? '') ||
-      (a.scope === b.scope ? 0 : a.scope === 'internal' ? -1 : 1) ||
-      a.family - b.family ||
-      cmp(a.address, b.address) ||
-      a.port - b.port,
-  );
+  return rows.sort((a, b) => cmpOrder(a.order, b.order));
+}
+
+/** The whole entry of one frontend: its table, backends and counters (the costly part: done for one page at a time). */
+function serviceEntry(maps: InspectMaps, names: Names, r: FrontendRow, q: ServiceQuery, backendOf: (id: number) => BackendVal | undefined): ServiceEntry | undefined {
+  const { k, v, n } = r;
+  const { m, ids } = tableOf(maps, v);
+  const slots = countSlots(ids);
+  const refs: ServiceBackendRef[] = [...slots]
+    .map(([id, count]) => {
+      const b = backendOf(id);
+      return {
+        id,
+        address: b?.addr ?? null,
+        port: b?.port ?? null,
+        node: names.backend(id)?.node ?? null,
+        state: backendState(b),
+        local: b ? (b.flags & BE_F_LOCAL) !== 0 : false,
+        slots: count,
+      };
+    })
+    .sort((a, b) => a.id - b.id);
+  if (q.backend !== undefined && !refs.some((x) => matchBackend(x.id, x.address === null ? undefined : { address: x.address, port: x.port ?? 0 }, q.backend))) return undefined;
+  const stats = maps.svcStats.lookupPerCpu(v.svcId) ?? [];
+  return {
+    svcId: v.svcId,
+    namespace: n?.namespace ?? null,
+    service: n?.name ?? null,
+    portName: n ? n.port : null,
+    type: n?.type ?? null,
+    scope: k.scope === SCOPE_INTERNAL ? 'internal' : 'external',
+    family: r.family,
+    address: k.addr,
+    port: k.port,
+    protocol: protoName(k.proto),
+    flags: svcFlagNames(v.flags),
+    affinityTimeoutSec: v.flags & SVC_F_AFFINITY ? v.affinityTimeout : 0,
+    backendCount: v.backendCount,
+    maglevSize: m,
+    backends: refs,
+    counters: {
+      translations: Number(stats.reduce((a, s) => a + s.translations, 0n)),
+      refused: Number(stats.reduce((a, s) => a + s.refused, 0n)),
+      packets: Number(stats.reduce((a, s) => a + s.packets, 0n)),
+      bytes: Number(stats.reduce((a, s) => a + s.bytes, 0n)),
+    },
+    ...(q.raw ? { raw: { key: r.key.toString('hex'), value: r.value.toString('hex') } } : {}),
+  };
+}
+
+/** Backend entries looked up one id at a time, each once (a page names a few hundred of them, the map may hold 100,000). */
+function backendLookup(maps: InspectMaps): (id: number) => BackendVal | undefined {
+  const seen = new Map<number, BackendVal | undefined>();
+  return (id) => {
+    if (!seen.has(id)) seen.set(id, maps.backends.lookup(id));
+    return seen.get(id);
+  };
+}
+
+export function listServices(maps: InspectMaps, names: Names, q: ServiceQuery = {}): ServiceEntry[] {
+  return listServicesPage(maps, names, { ...q, limit: Number.POSITIVE_INFINITY }).items;
+}
+
+export interface ListPage<T> {
+  items: T[];
+  /** Pass as `continue` for the next page; null on the last one. */
+  continue: string | null;
+}
+
+/** A bad `continue` token or `limit` (the API answers 400). */
+export class BadPage extends Error {}
+
+function pageToken(order: unknown): string {
+  return Buffer.from(JSON.stringify(order)).toString('base64url');
+}
+
+function pageAfter(tok: string | undefined, check: (o: unknown) => boolean): unknown {
+  if (tok === undefined) return undefined;
+  let o: unknown;
+  try {
+    o = JSON.parse(Buffer.from(tok, 'base64url').toString('utf8'));
+  } catch {
+    o = undefined;
+  }
+  if (!check(o)) throw new BadPage(`continue: not a token this list handed out: ${JSON.stringify(tok)}`);
+  return o;
+}
+
+/**
+ * One page of frontends: `limit` entries after the `continue` token, in the
+ * list's order. Only the page's frontends have their tables, backends and
+ * counters read, so a page costs about the same at 100 Services as at 10,000.
+ */
+export function listServicesPage(maps: InspectMaps, names: Names, q: ServiceQuery & { limit?: number; continue?: string } = {}): ListPage<ServiceEntry> {
+  const limit = q.limit ?? Number.POSITIVE_INFINITY;
+  const after = pageAfter(q.continue, (o) => Array.isArray(o) && o.length === 7 && o.every((x) => typeof x === 'string' || typeof x === 'number')) as (string | number)[] | undefined;
+  const rows = frontendRows(maps, names, q);
+  let i = 0;
+  if (after) while (i < rows.length && cmpOrder(rows[i].order, after) <= 0) i++;
+  const backendOf = backendLookup(maps);
+  const items: ServiceEntry[] = [];
+  let last: FrontendRow | undefined;
+  for (; i < rows.length && items.length < limit; i++) {
+    last = rows[i];
+    const e = serviceEntry(maps, names, rows[i], q, backendOf);
+    if (e) items.push(e);
+  }
+  return { items, continue: i < rows.length && last ? pageToken(last.order) : null };
 }
 
 // ---------------------------------------------------------------- backends
@@ -303,13 +384,33 @@ export function u64(b: Buffer, off: number): number {
 }
 
 export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = {}): BackendEntry[] {
-  const out: BackendEntry[] = [];
-  const counters = backendCounters(maps);
+  return listBackendsPage(maps, names, { ...q, limit: Number.POSITIVE_INFINITY }).items;
+}
+
+/**
+ * One page of backends by id: `limit` entries with an id above the
+ * `continue` token's. The map is read as raw bytes; only the page's entries
+ * are decoded and have their counters read.
+ */
+export function listBackendsPage(maps: InspectMaps, names: Names, q: ServiceQuery & { limit?: number; continue?: string } = {}): ListPage<BackendEntry> {
+  const limit = q.limit ?? Number.POSITIVE_INFINITY;
+  const after = (pageAfter(q.continue, (o) => Number.isInteger(o) && (o as number) >= 0) as number | undefined) ?? -1;
+  const filtered = q.namespace !== undefined || q.service !== undefined || q.backend !== undefined;
+  const raw: { id: number; key: Buffer; value: Buffer }[] = [];
   for (const { key, value } of maps.backends.dumpRaw()) {
     const id = key.readUInt32LE(0);
-    const b = backendCodec.decode(value);
+    if (id > after) raw.push({ id, key, value });
+  }
+  raw.sort((a, b) => a.id - b.id);
+  const out: BackendEntry[] = [];
+  const single = maps.beStats && Number.isFinite(limit);
+  const all = single ? undefined : backendCounters(maps);
+  let i = 0;
+  for (; i < raw.length && out.length < limit; i++) {
+    const { id, key, value } = raw[i];
     const n = names.backend(id);
-    if (!matchService(n?.service, q)) continue;
+    if (filtered && !matchService(n?.service, q)) continue;
+    const b = backendCodec.decode(value);
     if (!matchBackend(id, { address: b.addr, port: b.port }, q.backend)) continue;
     out.push({
       id,
@@ -323,11 +424,11 @@ export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = 
       node: n?.node ?? null,
       state: b.flags & BE_F_TERMINATING ? 'terminating' : 'ready',
       local: (b.flags & BE_F_LOCAL) !== 0,
-      counters: counters.get(id) ?? { ...ZERO },
+      counters: (all ? all.get(id) : backendCounters(maps, [id]).get(id)) ?? { ...ZERO },
       ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
     });
   }
-  return out.sort((a, b) => a.id - b.id);
+  return { items: out, continue: i < raw.length && out.length ? pageToken(out[out.length - 1].id) : null };
 }
 
 // ---------------------------------------------------------------- Maglev

@@ -114,6 +114,12 @@ function openOrCreate<V>(bpfRoot: string, name: string, codec: Codec<V>, maxEntr
   return new BpfMap(fd, u32Codec, codec, name);
 }
 
+/** What resolving names needs of the reconciler: lookups (Maps, or views of its state that copy nothing). */
+export interface ReconcilerNamesView {
+  frontends: { get(svcId: number): { svcId: number; servicePort: ServicePortName; type: FrontendType } | undefined; values(): Iterable<{ svcId: number; servicePort: ServicePortName; type: FrontendType }> };
+  backends: { get(id: number): { servicePort: string; nodeName?: string } | undefined };
+}
+
 /** Frontend and backend metadata as the reconciler reports it (frontendMeta() / backendInfo()). */
 export interface ReconcilerNames {
   frontends: Map<number, { svcId: number; servicePort: ServicePortName; type: FrontendType }>;

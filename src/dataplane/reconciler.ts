@@ -214,6 +214,8 @@ export class Reconciler {
   private readonly frontends = new Map<string, FrontendState>();
   /** Frontend keys by Service (namespace/name), for hinted applies. */
   private readonly bySvc = new Map<string, Set<string>>();
+  /** Frontend state by svc id, for name lookups. */
+  private readonly bySvcId = new Map<number, FrontendState>();
   private readonly beById = new Map<number, BackendState>();
   private readonly idByIdent = new Map<string, number>();
   private readonly usedSvcIds = new Set<number>();
@@ -248,6 +250,33 @@ export class Reconciler {
     const m = new Map<number, FrontendMeta>();
     for (const f of this.frontends.values()) m.set(f.svcId, { svcId: f.svcId, servicePort: f.servicePort, type: f.type });
     return m;
+  }
+
+  /**
+   * Names by id without copying anything (frontendMeta() and backendInfo()
+   * build a Map of every frontend and backend: 100,000 entries at 10,000
+   * Services, too much for every API request).
+   */
+  namesView(): { frontends: { get(id: number): FrontendMeta | undefined; values(): Iterable<FrontendMeta> }; backends: { get(id: number): BackendMeta | undefined } } {
+    const meta = (f: FrontendState): FrontendMeta => ({ svcId: f.svcId, servicePort: f.servicePort, type: f.type });
+    const self = this;
+    return {
+      frontends: {
+        get: (id) => {
+          const f = this.bySvcId.get(id);
+          return f ? meta(f) : undefined;
+        },
+        *values() {
+          for (const f of self.frontends.values()) yield meta(f);
+        },
+      },
+      backends: {
+        get: (id) => {
+          const b = this.beById.get(id);
+          return b?.meta && b.bytes ? b.meta : undefined;
+        },
+      },
+    };
   }
 
   backendInfo(): Map<number, BackendMeta> {
@@ -347,6 +376,7 @@ export class Reconciler {
     this.generation++;
     this.frontends.clear();
     this.bySvc.clear();
+    this.bySvcId.clear();
     this.beById.clear();
     this.idByIdent.clear();
     this.usedSvcIds.clear();
@@ -431,6 +461,7 @@ export class Reconciler {
     const prev = this.frontends.get(feKey);
     if (prev) this.unindex(feKey, prev);
     this.frontends.set(feKey, st);
+    this.bySvcId.set(st.svcId, st);
     const k = svcKeyOf(st.servicePort);
     let set = this.bySvc.get(k);
     if (!set) this.bySvc.set(k, (set = new Set()));
@@ -444,6 +475,7 @@ export class Reconciler {
   }
 
   private unindex(feKey: string, st: FrontendState): void {
+    if (this.bySvcId.get(st.svcId) === st) this.bySvcId.delete(st.svcId);
     const k = svcKeyOf(st.servicePort);
     const set = this.bySvc.get(k);
     if (!set) return;

@@ -236,6 +236,34 @@ describe('REST API on real maps', () => {
     }
   });
 
+  test('/v1/services and /v1/backends come in pages (limit, continue) that add up to the whole list', async () => {
+    for (const [path, id] of [['/v1/services', (x: any) => `${x.svcId}`], ['/v1/backends', (x: any) => `${x.id}`]] as const) {
+      const whole = (await get(path)).body;
+      assert.equal(whole.continue, null, `${path}: one page by default at this size`);
+      assert.ok(whole.items.length >= 3, `${path}: enough entries to page (${whole.items.length})`);
+      const seen: string[] = [];
+      let token: string | null = null;
+      let pagesRead = 0;
+      do {
+        const r: any = await get(`${path}?limit=2${token ? `&continue=${token}` : ''}`);
+        assert.equal(r.status, 200);
+        assert.ok(r.body.items.length <= 2);
+        seen.push(...r.body.items.map(id));
+        token = r.body.continue;
+        pagesRead++;
+      } while (token && pagesRead < 1000);
+      assert.deepEqual(seen, whole.items.map(id), `${path}: the pages in order are the whole list`);
+      assert.equal(pagesRead, Math.ceil(whole.items.length / 2));
+      const bad = await get(`${path}?continue=bm90LWEtdG9rZW4`);
+      assert.equal(bad.status, 400);
+      assert.match(bad.body.message, /not a token this list handed out/);
+    }
+    // Filters and pages together.
+    const shop = (await get('/v1/services?namespace=shop')).body.items;
+    const p1 = (await get('/v1/services?namespace=shop&limit=1')).body;
+    assert.deepEqual(p1.items.map((x: any) => x.svcId), [shop[0].svcId]);
+  });
+
   test('/v1/drift is empty when in sync, names a deleted backend, and a resync writes it back', async () => {
     assert.deepEqual((await get('/v1/drift')).body, { inSync: true, items: [] });
     const victim = dp.backends.entries().find(([, b]) => b.addr === '10.244.2.10')![0];
