@@ -108,6 +108,44 @@ export function readRawCounters(maps: InspectMaps, now: number = Date.now()): Ra
   return { at: now, svc, be: backendCounters(maps) };
 }
 
+/**
+ * readRawCounters() a slice at a time, the event loop running in between
+ * (the sampler's read at 10,000 Services × 10 endpoints was 0.4 s in one go).
+ */
+export async function readRawCountersAsync(maps: InspectMaps, now: number = Date.now()): Promise<RawCounters> {
+  const pause = () => new Promise<void>((r) => setImmediate(r));
+  const svc = new Map<number, Counters4>();
+  const key = Buffer.alloc(4);
+  const slot = Math.ceil(maps.svcStats.value.size / 8) * 8;
+  for (const map of [maps.svc4, maps.svc6]) {
+    for (const slice of map.dumpSlices(1024)) {
+      for (const { value } of slice) {
+        const id = value.readUInt32LE(0);
+        key.writeUInt32LE(id);
+        const raw = maps.svcStats.lookupRaw(key);
+        const sum = [0, 0, 0, 0];
+        if (raw) for (let i = 0; i < maps.svcStats.cpus; i++) for (let f = 0; f < 4; f++) sum[f] += u64(raw, i * slot + f * 8);
+        svc.set(id, { connections: sum[0], refused: sum[1], packets: sum[2], bytes: sum[3] });
+      }
+      await pause();
+    }
+  }
+  const be = new Map<number, Counters4>();
+  if (maps.beStats) {
+    const m = maps.beStats;
+    const bslot = Math.ceil(m.value.size / 8) * 8;
+    for (const slice of m.dumpSlices(4096)) {
+      for (const { key: k, value } of slice) {
+        const sum = [0, 0, 0, 0];
+        for (let i = 0; i < m.cpus; i++) for (let f = 0; f < 4; f++) sum[f] += u64(value, i * bslot + f * 8);
+        be.set(k.readUInt32LE(0), { connections: sum[0], refused: sum[1], packets: sum[2], bytes: sum[3] });
+      }
+      await pause();
+    }
+  }
+  return { at: now, svc, be };
+}
+
 function add(a: Counters4, b: Counters4): void {
   a.connections += b.connections;
   a.refused += b.refused;
@@ -193,8 +231,8 @@ export class StatsSampler {
 
   start(): void {
     if (this.intervalMs <= 0 || this.timer) return;
-    this.sample();
-    this.timer = setInterval(() => this.sample(), this.intervalMs);
+    void this.sample();
+    this.timer = setInterval(() => void this.sample(), this.intervalMs);
     this.timer.unref();
   }
 
@@ -203,14 +241,20 @@ export class StatsSampler {
     this.timer = undefined;
   }
 
-  sample(): void {
-    try {
-      this.samples.push(readRawCounters(this.maps, this.now()));
-      if (this.samples.length > 2) this.samples.shift();
-    } catch {
-      /* the maps could not be read now; the next sample tries again */
-    }
+  /** Takes a sample, a slice at a time (never holding the event loop long); a sample still running is not doubled. */
+  sample(): Promise<void> {
+    this.running ??= readRawCountersAsync(this.maps, this.now())
+      .then((r) => {
+        this.samples.push(r);
+        if (this.samples.length > 2) this.samples.shift();
+      })
+      .catch(() => {
+        /* the maps could not be read now; the next sample tries again */
+      })
+      .finally(() => (this.running = undefined));
+    return this.running;
   }
+  private running?: Promise<void>;
 
   /** The sample to compute rates against at time `t`: the newest at least a second old. */
   base(t: number = this.now()): RawCounters | undefined {

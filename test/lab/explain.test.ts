@@ -346,7 +346,8 @@ describe('explain and trace in the lab', () => {
     assert.ok(http.backends.every((b: any) => b.rates.connections > 0), 'every backend takes new connections');
     const text = viaPins(['stats', '--service', 'web'], { source: false });
     assert.match(text.out, /^SERVICE\s+NODE\s+SHARE\s+CONNECTIONS\s+REFUSED\s+PACKETS\s+BYTES$/m);
-    assert.match(text.out, /^default\/web:http\/TCP\s+-\s+-\s+\d+\s+0\s+0\s+0$/m);
+    // Counts print short (10.2k) past 10,000: how many a loop makes depends on the machine.
+    assert.match(text.out, /^default\/web:http\/TCP\s+-\s+-\s+\d+(\.\d+)?[kMG]?\s+0\s+0\s+0$/m);
     assert.match(text.out, new RegExp(`^  -> ${lab.podIp('web-0').replace(/\./g, '\\.')}:8080\\s+n1\\s+\\d+\\.\\d%\\s+\\d+`, 'm'));
     // The API's own sampler gives rates too.
     const api = (await lab.agentGet('n1', '/v1/stats?service=web')).body;
