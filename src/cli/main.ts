@@ -115,7 +115,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --stats-interval SEC    sample the counters every SEC s for the rates of /v1/stats; 0 = off              [10]
   --heap-growth PCT       let the JavaScript heap grow to (1 + PCT/100) × what is live before
                           a full collection (V8's own choice is up to 4×: ~1 GiB resident at
-                          10,000 Services under churn for ~270 MiB live)                   [50]
+                          10,000 Services under churn for ~270 MiB live)                   [20]
   --log-level L           pino level                                               [info]
 
 Inspection (maps, status, drift) asks the agent's API at --api-addr [${DEFAULT_API_ADDR}] or --api-socket; with --bpf-root
@@ -211,7 +211,7 @@ async function runAgent(o: Opts): Promise<number> {
   if (!o['node-name']) throw new Error('--node-name is required (see --help)');
   // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
   // when the program allocates fast (an event storm); a bounded factor keeps it near the live size.
-  const heapGrowth = intOpt(o['heap-growth'], 'heap-growth', 50);
+  const heapGrowth = intOpt(o['heap-growth'], 'heap-growth', 20);
   if (heapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${heapGrowth}`);
   const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || inCluster() ? 'kube' : undefined);
   if (!sourceKind || !(sourceKind.startsWith('file:') || sourceKind === 'kube')) throw new Error('--source file:PATH, --source kube, --kubeconfig or --apiserver is required (see --help)');

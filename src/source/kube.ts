@@ -114,6 +114,8 @@ export function proxyLabelSelector(serviceProxyName?: string): string {
 /** Requests against the API server with a KubeConfig's credentials. */
 export class ApiTransport {
   private readonly kc: ApiConfig;
+  private readonly httpAgent = new http.Agent({ keepAlive: true });
+  private readonly httpsAgent = new https.Agent({ keepAlive: true });
   constructor(kc: ApiConfig | KubeConfig) {
     this.kc = 'getCurrentCluster' in kc ? kubeApiConfig(kc) : kc;
   }
@@ -128,10 +130,14 @@ export class ApiTransport {
     for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json' } };
     await this.kc.applyToHTTPSOptions(opts);
-    const mod = url.protocol === 'http:' ? http : https;
+    const plain = url.protocol === 'http:';
+    const mod = plain ? http : https;
+    // An agent of our own: Node's global agent gives every socket a 5 s timeout, which would end
+    // a quiet watch (no event for 5 s) every few seconds.
+    opts.agent ??= plain ? this.httpAgent : this.httpsAgent;
     return new Promise((resolve, reject) => {
-      const req = mod.request(url, { ...opts, signal: abort, timeout: timeoutMs }, resolve);
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+      const req = mod.request(url, { ...opts, signal: abort, ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}) }, resolve);
+      if (timeoutMs !== undefined) req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
       req.on('error', reject);
       req.end();
     });

@@ -105,6 +105,15 @@ describe('agents on a real kube-apiserver', () => {
     assert.equal(`${k.address}:${k.port}`, '10.96.0.1:443');
   });
 
+  test('quiet watches stay open: no watch is restarted in 12 s without a change', async () => {
+    // (Node's global HTTP agent times sockets out after 5 s; a watch that used it broke every few seconds.)
+    const logFile = join(lab.state.stateDir, 'agent-n1.log');
+    const from = statSync(logFile).size;
+    await sleep(12_000);
+    const lines = readFileSync(logFile, 'utf8').slice(from).split('\n').filter((l) => l.includes('"component":"kube-source"') && /failed|restart/.test(l));
+    assert.deepEqual(lines, []);
+  });
+
   test('selector-less Service with hand-made EndpointSlices: every create, update and delete reaches traffic within 1 s', async () => {
     const host = '10.96.1.10';
     const svc = (itp?: 'Local') => service('follow', { clusterIPs: [host], ports: [{ name: 'http', port: 80, targetPort: 8080 }], internalTrafficPolicy: itp });
