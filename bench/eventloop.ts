@@ -15,7 +15,7 @@
  * of its one-second windows) and how long a page and a scrape took.
  */
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, rmdirSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -79,6 +79,16 @@ async function walk(path: string): Promise<number[]> {
   return times;
 }
 
+/** /proc/PID/status memory lines, in MiB. */
+function memoryOf(pid: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(`/proc/${pid}/status`, 'utf8').split('\n')) {
+    const m = /^(Vm\w+|Rss\w+):\s+(\d+) kB/.exec(line);
+    if (m) out[m[1]] = (Number(m[2]) / 1024).toFixed(0);
+  }
+  return out;
+}
+
 const ms = (s: number | undefined) => (s === undefined ? '-' : (s * 1000).toFixed(1));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 
@@ -99,10 +109,12 @@ async function main(): Promise<void> {
   try {
     writeFileSync(join(dir, 'objects.yaml'), objects());
     mkdirSync(CGROUP, { recursive: true });
+    // SY_BENCH_NODE_FLAGS: node flags for the agent alone (e.g. --trace-gc, --cpu-prof).
     agent = spawn(process.execPath, [
+      ...(process.env.SY_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       join(repoRoot, 'bin/switchyard.js'), 'agent', '--node-name', 'n1', '--source', `file:${dir}`, '--cgroup', CGROUP, '--bpf-root', ROOT,
       '--api-addr', `127.0.0.1:${PORT}`, '--devices', 'none', '--healthz-addr', `127.0.0.1:${PORT + 1}`, '--resync-interval', '5', '--log-level', 'warn',
-    ], { stdio: ['ignore', 'ignore', 'inherit'] });
+    ], { stdio: ['ignore', process.env.SY_BENCH_NODE_FLAGS ? 'inherit' : 'ignore', 'inherit'] });
     const t0 = Date.now();
     for (;;) {
       if (Date.now() - t0 > 300_000) throw new Error('the agent was not ready within 5 minutes');
@@ -118,6 +130,7 @@ async function main(): Promise<void> {
     await metrics(); // starts the idle window
     await sleep(SECONDS * 1000);
     const idle = await metrics();
+    const mem = memoryOf(agent.pid!);
 
     // Load: a scrape a second (each covering that second), and the two lists walked back to back.
     const windows: Map<string, number>[] = [];
@@ -154,6 +167,8 @@ async function main(): Promise<void> {
     console.log(`  load: ${lists} walks of /v1/services + /v1/backends (${pages.length} pages of 500; page p50 ${pct(pages, 0.5).toFixed(1)} ms, max ${Math.max(...pages).toFixed(1)} ms);`);
     console.log(`        ${scrapeMs.length} /metrics scrapes (p50 ${pct(scrapeMs, 0.5).toFixed(1)} ms, max ${Math.max(...scrapeMs).toFixed(1)} ms); the drift check ran every 5 s, the stats sampler every 10 s.`);
     console.log('  load p99 = the highest one-second window p99. Goal (issue 13): no stall longer than 50 ms.');
+    console.log('');
+    console.log(`  agent memory at idle: RSS ${mem.VmRSS} MiB (anonymous ${mem.RssAnon}, file ${mem.RssFile}, shared ${mem.RssShmem}: BPF map pages mapped in), peak ${mem.VmHWM} MiB`);
   } finally {
     stop();
   }

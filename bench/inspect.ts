@@ -90,12 +90,12 @@ async function main(): Promise<void> {
     const fes = frontends();
     const applyMs = ms(() => rec.apply(fes));
     names = PinnedNames.openForWrite(root, dp.opts.maxServices, dp.opts.maxBackends);
-    const meta = () => ({ frontends: rec.frontendMeta(), backends: rec.backendInfo() });
+    const meta = () => ({ frontends: rec.frontendMeta().values(), backends: rec.backendInfo() });
     const namesFirst = ms(() => names!.sync(meta()));
     const namesNoop = median([0, 1, 2].map(() => ms(() => names!.sync(meta()))));
     const metaOnly = median([0, 1, 2].map(() => ms(() => meta())));
     const maps = datapathMaps(dp);
-    const nm = () => resolveNames({ reconciler: meta, pinned: names });
+    const nm = () => resolveNames({ reconciler: rec.namesView(), pinned: names });
     const registry = new Registry();
     agentMetrics(registry);
     datapathMetrics(registry, { maps, names: nm, serviceCap: 1000 });

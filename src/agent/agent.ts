@@ -179,7 +179,8 @@ export class Agent {
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     await this.d.source.stop();
-    if (this.namesTimer) {
+    this.namesStopped = true;
+    if (this.namesTimer || this.namesRunning) {
       clearTimeout(this.namesTimer);
       this.namesTimer = undefined;
       this.syncNames();
@@ -308,30 +309,62 @@ export class Agent {
 
   /**
    * The pinned names only explain the maps; they are rewritten off the
-   * apply's path, at most once a second (at 100,000 backends a no-op rewrite
-   * costs ~50 ms), and once more when the agent stops.
+   * apply's path, at most once a second, a slice at a time (at 100,000
+   * backends a rewrite walks ~50 ms of entries), and once more, at once, when
+   * the agent stops. Applies may land while a rewrite runs: the rewrite after
+   * them puts right what it saw half-way.
    */
   private scheduleNames(): void {
-    if (!this.d.names || this.namesTimer) return;
+    if (!this.d.names || this.namesStopped) return;
+    if (this.namesRunning) {
+      this.namesAgain = true;
+      return;
+    }
+    if (this.namesTimer) return;
     const wait = Math.max(0, this.namesLastAt + 1000 - Date.now());
     this.namesTimer = setTimeout(() => {
       this.namesTimer = undefined;
       this.namesLastAt = Date.now();
-      this.syncNames();
+      void this.syncNamesAsync();
     }, wait);
     this.namesTimer.unref();
   }
 
-  /** Rewrites the pinned id → name maps (difference only). */
+  private namesRunning = false;
+  private namesAgain = false;
+  private namesStopped = false;
+
+  private async syncNamesAsync(): Promise<void> {
+    if (!this.d.names) return;
+    this.namesRunning = true;
+    try {
+      const view = this.d.reconciler.namesView();
+      this.recordNames(await this.d.names.syncAsync({ frontends: view.frontends.values(), backends: view.backends.entries() }, () => this.namesStopped));
+    } catch (e) {
+      this.d.logger.warn({ err: e }, 'names not recorded');
+    } finally {
+      this.namesRunning = false;
+    }
+    if (this.namesAgain) {
+      this.namesAgain = false;
+      this.scheduleNames();
+    }
+  }
+
+  /** Rewrites the pinned id → name maps (difference only), at once. */
   private syncNames(): void {
     if (!this.d.names) return;
     try {
-      const r = this.d.names.sync({ frontends: this.d.reconciler.frontendMeta(), backends: this.d.reconciler.backendInfo() });
-      this.d.metrics.writes.inc({ kind: 'name' }, r.written);
-      if (r.errors) this.d.logger.warn({ errors: r.errors }, 'some names could not be recorded');
+      const view = this.d.reconciler.namesView();
+      this.recordNames(this.d.names.sync({ frontends: view.frontends.values(), backends: view.backends.entries() }));
     } catch (e) {
       this.d.logger.warn({ err: e }, 'names not recorded');
     }
+  }
+
+  private recordNames(r: { written: number; errors: number }): void {
+    this.d.metrics.writes.inc({ kind: 'name' }, r.written);
+    if (r.errors) this.d.logger.warn({ errors: r.errors }, 'some names could not be recorded');
   }
 
   /**

@@ -1,7 +1,10 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
-import { backendCounters, dropCounters, hostPort, serviceCounters, type Names } from '../dataplane/inspect.js';
+import { dropCounters, hostPort, type Names } from '../dataplane/inspect.js';
 import { protoName } from '../dataplane/layout.js';
-import { mapStats, type InspectMaps } from '../dataplane/maps.js';
+import { mapStatsAsync, type InspectMaps, type MapStat } from '../dataplane/maps.js';
+import { readRawCountersAsync, type Counters4, type RawCounters } from '../diagnose/stats.js';
+import { servicePortKey } from '../model/types.js';
+import { runStepsAsync } from '../util/steps.js';
 
 /** The agent's own metrics, registered on an injected registry. */
 export function agentMetrics(registry: Registry) {
@@ -76,150 +79,118 @@ export interface DatapathMetricsDeps {
  */
 export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
   const scrapeErrors = new Counter({ name: 'switchyard_scrape_errors_total', help: 'Scrapes where the maps could not be read.', registers: [registry] });
-  const guard = (f: () => void) => {
-    try {
-      f();
-    } catch {
-      scrapeErrors.inc();
-    }
-  };
-  // One walk of the maps serves every metric of the same scrape: the first
-  // collector of a group (prom-client calls them in registration order) reads
-  // afresh, the others reuse what it read.
-  let statsCache: ReturnType<typeof mapStats> = [];
-  const stats = (fresh: boolean) => {
-    if (fresh) statsCache = mapStats(d.maps.bpfRoot);
-    return statsCache;
-  };
-  new Gauge({
-    name: 'switchyard_bpf_map_entries',
-    help: 'Live entries per pinned BPF map (arrays, always full, are left out).',
-    labelNames: ['map'],
-    registers: [registry],
-    collect() {
-      guard(() => {
+  // prom-client starts every collector of a scrape at once (Promise.all): the
+  // first to ask starts one read of the maps, the others wait for the same one.
+  // The read yields to the event loop between batches of entries: at 100,000
+  // backends a scrape never holds the agent's only thread for long.
+  let inflight: Promise<ScrapeRead | undefined> | undefined;
+  const read = (): Promise<ScrapeRead | undefined> =>
+    (inflight ??= readScrape(d, function* (r) {
+      yield* svcRowSteps(r);
+      yield* beRowSteps(r);
+    })
+      .catch(() => {
+        scrapeErrors.inc();
+        return undefined;
+      })
+      .finally(() => {
+        inflight = undefined;
+      }));
+  const gauge = (name: string, help: string, labelNames: string[], fill: (g: Gauge, r: ScrapeRead) => void) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const r = await read();
         this.reset();
-        for (const s of stats(true)) if (s.entries !== null) this.set({ map: s.name }, s.entries);
-      });
-    },
+        if (r) fill(this, r);
+      },
+    });
+  const counter = (name: string, help: string, labelNames: string[], fill: (c: Counter, r: ScrapeRead) => void) =>
+    new Counter({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const r = await read();
+        this.reset();
+        if (r) fill(this, r);
+      },
+    });
+
+  gauge('switchyard_bpf_map_entries', 'Live entries per pinned BPF map (arrays, always full, are left out).', ['map'], (g, r) => {
+    for (const s of r.maps) if (s.entries !== null) g.set({ map: s.name }, s.entries);
   });
-  new Gauge({
-    name: 'switchyard_bpf_map_capacity',
-    help: 'max_entries per pinned BPF map.',
-    labelNames: ['map'],
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const s of stats(false)) this.set({ map: s.name }, s.capacity);
-      });
-    },
+  gauge('switchyard_bpf_map_capacity', 'max_entries per pinned BPF map.', ['map'], (g, r) => {
+    for (const s of r.maps) g.set({ map: s.name }, s.capacity);
   });
 
+  // Per-Service-port counters, capped: the first ports seen keep their series
+  // while they exist; the rest are summed under service="_other".
   const exported = new Set<string>();
-  let countersCache: { rows: { labels: Record<string, string>; translations: number; refused: number; packets: number; bytes: number }[]; over: number } = { rows: [], over: 0 };
-  const counters = (fresh: boolean) => {
-    if (!fresh) return countersCache;
-    const raw = serviceCounters(d.maps, d.names());
-    const live = new Set(raw.map((c) => `${c.namespace}/${c.service}:${c.portName}/${c.protocol}`));
-    for (const k of [...exported]) if (!live.has(k)) exported.delete(k);
-    const byLabels = new Map<string, { labels: Record<string, string>; translations: number; refused: number; packets: number; bytes: number }>();
-    let over = 0;
-    for (const c of raw) {
-      const k = `${c.namespace}/${c.service}:${c.portName}/${c.protocol}`;
-      if (!exported.has(k) && exported.size < d.serviceCap) exported.add(k);
-      const own = exported.has(k);
-      if (!own) over++;
-      const labels = own ? { namespace: c.namespace, service: c.service, port: c.portName, protocol: c.protocol } : { namespace: '', service: '_other', port: '', protocol: '' };
-      const key = JSON.stringify(labels);
-      const row = byLabels.get(key) ?? { labels, translations: 0, refused: 0, packets: 0, bytes: 0 };
-      row.translations += Number(c.translations);
-      row.refused += Number(c.refused);
-      row.packets += Number(c.packets);
-      row.bytes += Number(c.bytes);
-      byLabels.set(key, row);
+  type SvcRow = { labels: Record<string, string> } & Counters4;
+  const svcRows = (r: ScrapeRead) => r.svcRows!;
+  const svcRowSteps = function* (r: ScrapeRead): Generator<void> {
+    const names = r.names;
+    const byPort = new Map<string, { n: { namespace: string; name: string; port: string; protocol: string } } & Counters4>();
+    let i = 0;
+    for (const [id, c] of r.raw.svc) {
+      if (++i % ROW_SLICE === 0) yield;
+      const n = names.svc(id);
+      if (!n) continue;
+      const k = servicePortKey(n);
+      const row = byPort.get(k);
+      if (row) add(row, c);
+      else byPort.set(k, { n, ...c });
     }
-    countersCache = { rows: [...byLabels.values()], over };
-    return countersCache;
+    for (const k of [...exported]) if (!byPort.has(k)) exported.delete(k);
+    const rows: SvcRow[] = [];
+    const other: SvcRow = { labels: { namespace: '', service: '_other', port: '', protocol: '' }, connections: 0, refused: 0, packets: 0, bytes: 0 };
+    let over = 0;
+    for (const [k, { n, ...c }] of byPort) {
+      if (!exported.has(k) && exported.size < d.serviceCap) exported.add(k);
+      if (exported.has(k)) rows.push({ labels: { namespace: n.namespace, service: n.name, port: n.port, protocol: n.protocol }, ...c });
+      else {
+        over++;
+        add(other, c);
+      }
+    }
+    if (over) rows.push(other);
+    r.svcRows = { rows, over };
   };
   const labelNames = ['namespace', 'service', 'port', 'protocol'];
-  new Counter({
-    name: 'switchyard_service_translations_total',
-    help: 'Connections (TCP, connected UDP) and datagram destinations translated to a backend, per Service port.',
-    labelNames,
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const r of counters(true).rows) this.inc(r.labels, r.translations);
-      });
-    },
-  });
-  new Counter({
-    name: 'switchyard_service_refused_total',
-    help: 'Connections refused because the Service port had no backend, per Service port.',
-    labelNames,
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const r of counters(false).rows) this.inc(r.labels, r.refused);
-      });
-    },
-  });
-  new Counter({
-    name: 'switchyard_service_packets_total',
-    help: 'Packets from external clients translated to a backend at tc (NodePort, LoadBalancer, externalIPs), per Service port.',
-    labelNames,
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const r of counters(false).rows) this.inc(r.labels, r.packets);
-      });
-    },
-  });
-  new Counter({
-    name: 'switchyard_service_bytes_total',
-    help: 'Bytes of those packets, per Service port.',
-    labelNames,
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const r of counters(false).rows) this.inc(r.labels, r.bytes);
-      });
-    },
-  });
-  new Gauge({
-    name: 'switchyard_service_metrics_capped',
-    help: 'Service ports whose counters are summed under service="_other" because of --metrics-service-cap.',
-    registers: [registry],
-    collect() {
-      guard(() => this.set(counters(false).over));
-    },
-  });
-  // Per-backend counters (sy_be_stats), capped like the per-Service ones: the first backends
-  // seen keep their series while they exist; the rest are summed under one "_other" series.
-  // A backend id names one (Service port, address) for its whole life, so its labels are
-  // worked out once: a scrape costs one read of sy_be_stats, whatever the number of backends.
+  const svcCounter = (name: string, help: string, field: keyof Counters4) =>
+    counter(name, help, labelNames, (c, r) => {
+      for (const row of svcRows(r).rows) c.inc(row.labels, row[field]);
+    });
+  svcCounter('switchyard_service_translations_total', 'Connections (TCP, connected UDP) and datagram destinations translated to a backend, per Service port.', 'connections');
+  svcCounter('switchyard_service_refused_total', 'Connections refused because the Service port had no backend, per Service port.', 'refused');
+  svcCounter('switchyard_service_packets_total', 'Packets from external clients translated to a backend at tc (NodePort, LoadBalancer, externalIPs), per Service port.', 'packets');
+  svcCounter('switchyard_service_bytes_total', 'Bytes of those packets, per Service port.', 'bytes');
+  gauge('switchyard_service_metrics_capped', 'Service ports whose counters are summed under service="_other" because of --metrics-service-cap.', [], (g, r) => g.set(svcRows(r).over));
+
+  // Per-backend counters (sy_be_stats), capped like the per-Service ones. A
+  // backend id names one (Service port, address) for its whole life, so its
+  // labels are worked out once: a scrape costs one read of sy_be_stats.
   const backendCap = d.backendCap ?? 1000;
   const labelsById = new Map<number, Record<string, string>>();
-  type BeRow = { labels: Record<string, string>; connections: number; refused: number; packets: number; bytes: number };
-  let beCache: { rows: BeRow[]; over: number } = { rows: [], over: 0 };
-  const beRows = (fresh: boolean) => {
-    if (!fresh) return beCache;
-    const counters = backendCounters(d.maps);
-    for (const id of [...labelsById.keys()]) if (!counters.has(id)) labelsById.delete(id);
-    let names: Names | undefined;
+  type BeRow = { labels: Record<string, string> } & Counters4;
+  const beRows = (r: ScrapeRead) => r.beRows!;
+  const beRowSteps = function* (r: ScrapeRead): Generator<void> {
+    for (const id of [...labelsById.keys()]) if (!r.raw.be.has(id)) labelsById.delete(id);
     const rows: BeRow[] = [];
     const other: BeRow = { labels: { namespace: '', service: '_other', port: '', protocol: '', backend: '_other' }, connections: 0, refused: 0, packets: 0, bytes: 0 };
     let over = 0;
-    for (const [id, c] of counters) {
+    let i = 0;
+    for (const [id, c] of r.raw.be) {
+      if (++i % ROW_SLICE === 0) yield;
       let labels = labelsById.get(id);
       if (!labels && labelsById.size < backendCap) {
         const b = d.maps.backends.lookup(id);
-        const n = b && (names ??= d.names()).backend(id)?.service;
+        const n = b && r.names.backend(id)?.service;
         if (b && n) {
           labels = { namespace: n.namespace, service: n.name, port: n.port, protocol: protoName(b.proto), backend: hostPort(b.addr, b.port) };
           labelsById.set(id, labels);
@@ -228,53 +199,53 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
       if (labels) rows.push({ labels, ...c });
       else {
         over++;
-        other.connections += c.connections;
-        other.refused += c.refused;
-        other.packets += c.packets;
-        other.bytes += c.bytes;
+        add(other, c);
       }
     }
     if (over) rows.push(other);
-    beCache = { rows, over };
-    return beCache;
+    r.beRows = { rows, over };
   };
   const beLabels = ['namespace', 'service', 'port', 'protocol', 'backend'];
-  const beCounter = (name: string, help: string, field: 'connections' | 'refused' | 'packets' | 'bytes', fresh: boolean) =>
-    new Counter({
-      name,
-      help,
-      labelNames: beLabels,
-      registers: [registry],
-      collect() {
-        guard(() => {
-          this.reset();
-          for (const r of beRows(fresh).rows) this.inc(r.labels, r[field]);
-        });
-      },
+  const beCounter = (name: string, help: string, field: keyof Counters4) =>
+    counter(name, help, beLabels, (c, r) => {
+      for (const row of beRows(r).rows) c.inc(row.labels, row[field]);
     });
-  beCounter('switchyard_backend_connections_total', 'Connections, datagram destinations and new external flows sent to a backend (sy_be_stats).', 'connections', true);
-  beCounter('switchyard_backend_refused_total', 'tc path: new TCP flows the backend answered with a reset.', 'refused', false);
-  beCounter('switchyard_backend_packets_total', 'tc path: client → backend packets translated, per backend.', 'packets', false);
-  beCounter('switchyard_backend_bytes_total', 'tc path: bytes of those packets, per backend.', 'bytes', false);
-  new Gauge({
-    name: 'switchyard_backend_metrics_capped',
-    help: 'Backends whose counters are summed under backend="_other" because of --metrics-backend-cap.',
-    registers: [registry],
-    collect() {
-      guard(() => this.set(beRows(false).over));
-    },
-  });
+  beCounter('switchyard_backend_connections_total', 'Connections, datagram destinations and new external flows sent to a backend (sy_be_stats).', 'connections');
+  beCounter('switchyard_backend_refused_total', 'tc path: new TCP flows the backend answered with a reset.', 'refused');
+  beCounter('switchyard_backend_packets_total', 'tc path: client → backend packets translated, per backend.', 'packets');
+  beCounter('switchyard_backend_bytes_total', 'tc path: bytes of those packets, per backend.', 'bytes');
+  gauge('switchyard_backend_metrics_capped', 'Backends whose counters are summed under backend="_other" because of --metrics-backend-cap.', [], (g, r) => g.set(beRows(r).over));
 
-  new Counter({
-    name: 'switchyard_drops_total',
-    help: 'Connections the socket programs refused or could not translate, by reason (sy_drops).',
-    labelNames: ['reason'],
-    registers: [registry],
-    collect() {
-      guard(() => {
-        this.reset();
-        for (const c of dropCounters(d.maps)) this.inc({ reason: c.reason }, Number(c.count));
-      });
-    },
+  counter('switchyard_drops_total', 'Connections the socket programs refused or could not translate, by reason (sy_drops).', ['reason'], (c, r) => {
+    for (const x of r.drops) c.inc({ reason: x.reason }, Number(x.count));
   });
+}
+
+/** What one scrape reads from the kernel; the rows are worked out once per scrape, by the first collector that needs them. */
+interface ScrapeRead {
+  maps: MapStat[];
+  raw: RawCounters;
+  drops: { reason: string; count: bigint }[];
+  names: Names;
+  /** Filled in by the read's last steps. */
+  svcRows?: { rows: ({ labels: Record<string, string> } & Counters4)[]; over: number };
+  beRows?: { rows: ({ labels: Record<string, string> } & Counters4)[]; over: number };
+}
+
+/** Counters grouped into series between two turns of the event loop. */
+const ROW_SLICE = 2048;
+
+async function readScrape(d: DatapathMetricsDeps, rows: (r: ScrapeRead) => Generator<void>): Promise<ScrapeRead> {
+  const maps = await mapStatsAsync(d.maps.bpfRoot);
+  const raw = await readRawCountersAsync(d.maps);
+  const r: ScrapeRead = { maps, raw, drops: dropCounters(d.maps), names: d.names() };
+  await runStepsAsync(rows(r));
+  return r;
+}
+
+function add(a: Counters4, b: Counters4): void {
+  a.connections += b.connections;
+  a.refused += b.refused;
+  a.packets += b.packets;
+  a.bytes += b.bytes;
 }

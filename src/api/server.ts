@@ -12,8 +12,8 @@ import type { AgentHealth, AgentStatus } from '../agent/agent.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';
-import { BadPage, listBackendsPage, listServicesPage, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
-import { mapStats, type InspectMaps } from '../dataplane/maps.js';
+import { BadPage, listBackendsPageAsync, listServicesPageAsync, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
+import { mapStatsAsync, type InspectMaps } from '../dataplane/maps.js';
 import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
 import { parseHostPort, trace } from '../diagnose/trace.js';
@@ -129,24 +129,24 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       return 'switchyard';
     });
 
-    get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, () => ({
+    get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, async () => ({
       ...deps.agent.status(),
       bpfRoot: deps.maps.bpfRoot,
       links: pinnedLinks(deps.maps.bpfRoot),
       kernel: deps.features,
-      maps: mapStats(deps.maps.bpfRoot),
+      maps: await mapStatsAsync(deps.maps.bpfRoot),
     }));
 
     get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
       '/v1/services',
       { summary: 'Frontends in sy_svc4/sy_svc6 with their Service, backends and Maglev share; in pages (limit, continue)', querystring: S.pageQuery, response: { 200: S.servicesResponse, ...errors } },
-      (req) => listServicesPage(deps.maps, deps.names(), req.query as PageQuery),
+      (req) => listServicesPageAsync(deps.maps, deps.names(), req.query as PageQuery),
     );
 
     get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
       '/v1/backends',
       { summary: 'Entries of sy_backend with their Service, node and state; in pages by id (limit, continue)', querystring: S.pageQuery, response: { 200: S.backendsResponse, ...errors } },
-      (req) => listBackendsPage(deps.maps, deps.names(), req.query as PageQuery),
+      (req) => listBackendsPageAsync(deps.maps, deps.names(), req.query as PageQuery),
     );
 
     get<{ full?: boolean }, { svc: string }>(

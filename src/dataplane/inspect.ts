@@ -8,6 +8,7 @@
 import type { FrontendType, Protocol } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { InspectMaps } from './maps.js';
+import { runSteps, runStepsAsync } from '../util/steps.js';
 import type { PinnedNames, ReconcilerNamesView, SvcName } from './names.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
@@ -30,35 +31,45 @@ export interface Names {
 export function resolveNames(o: { reconciler?: ReconcilerNamesView | (() => ReconcilerNamesView); pinned?: PinnedNames }): Names {
   let rec: ReconcilerNamesView | undefined;
   const reconciler = () => (rec ??= typeof o.reconciler === 'function' ? o.reconciler() : o.reconciler);
-  let pinnedSvc: Map<number, SvcName> | undefined;
-  let pinnedBe: Map<number, { svcId: number; node: string }> | undefined;
   let byKey: Map<string, SvcName> | undefined;
   const svcCache = new Map<number, SvcName | undefined>();
   const svc = (id: number): SvcName | undefined => {
     if (svcCache.has(id)) return svcCache.get(id);
     const f = reconciler()?.frontends.get(id);
     let n: SvcName | undefined = f && f.servicePort.name ? { ...f.servicePort, type: f.type } : undefined;
-    if (!n && o.pinned) n = (pinnedSvc ??= o.pinned.svcNames()).get(id);
+    if (!n && o.pinned) n = o.pinned.svcName(id);
     svcCache.set(id, n);
     return n;
   };
-  const serviceByKey = () => {
-    if (!byKey) {
-      byKey = new Map();
-      for (const f of reconciler()?.frontends.values() ?? []) {
-        if (!f.servicePort.name) continue;
-        const k = servicePortKey(f.servicePort);
-        if (!byKey.has(k)) byKey.set(k, { ...f.servicePort, type: f.type });
+  const byServicePort = new Map<string, SvcName | undefined>();
+  const serviceOf = (key: string): SvcName | undefined => {
+    if (byServicePort.has(key)) return byServicePort.get(key);
+    const fes = reconciler()?.frontends;
+    let n: SvcName | undefined;
+    if (fes?.ofServicePort) {
+      const f = fes.ofServicePort(key);
+      n = f && f.servicePort.name ? { ...f.servicePort, type: f.type } : undefined;
+    } else {
+      if (!byKey) {
+        byKey = new Map();
+        for (const f of fes?.values() ?? []) {
+          if (!f.servicePort.name) continue;
+          const k = servicePortKey(f.servicePort);
+          if (!byKey.has(k)) byKey.set(k, { ...f.servicePort, type: f.type });
+        }
       }
+      n = byKey.get(key);
     }
-    return byKey;
+    byServicePort.set(key, n);
+    return n;
   };
   const backend = (id: number): { service?: SvcName; node?: string } | undefined => {
     const b = reconciler()?.backends.get(id);
-    let service = b ? serviceByKey().get(b.servicePort) : undefined;
+    let service = b ? serviceOf(b.servicePort) : undefined;
     let node = b?.nodeName || undefined;
     if ((!service || !node) && o.pinned) {
-      const p = (pinnedBe ??= o.pinned.backendNames()).get(id);
+      // What the agent pinned (no reconciler runs, or it knows less): one lookup of this id.
+      const p = o.pinned.backendName(id);
       if (p) {
         service ??= svc(p.svcId);
         node ??= p.node || undefined;
@@ -176,51 +187,75 @@ export interface ServiceQuery extends Filter {
   raw?: boolean;
 }
 
-/** One frontend as the cheap pass sees it: decoded entry, name, and its place in the order. */
+/** One frontend as the cheap pass sees it: its key and its place in the order (values are read again for the page). */
 interface FrontendRow {
   family: 4 | 6;
   key: Buffer;
-  value: Buffer;
-  k: { addr: string; port: number; proto: number; scope: number };
-  v: SvcVal;
-  n?: SvcName;
-  order: (string | number)[];
+  /** Service, port name, scope, family, then the key's bytes (address, port, protocol): one string, compared as is. */
+  order: string;
 }
 
-const cmpStr = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
-function cmpOrder(a: (string | number)[], b: (string | number)[]): number {
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i];
-    const y = b[i];
-    const c = typeof x === 'number' && typeof y === 'number' ? x - y : cmpStr(String(x), String(y));
-    if (c) return c;
-  }
-  return 0;
-}
-
-/** Every frontend matching the Service filters, in the list's order (Service, port, scope, family, address, port): cheap, no table is read. */
-function frontendRows(maps: InspectMaps, names: Names, q: ServiceQuery): FrontendRow[] {
-  const rows: FrontendRow[] = [];
+/**
+ * Every frontend matching the Service filters, in the list's order (Service,
+ * port, scope, family, address, port, protocol): cheap, no table is read.
+ * Yields between slices of the maps.
+ */
+function* frontendRowSteps(maps: InspectMaps, names: Names, q: ServiceQuery, rows: FrontendRow[]): Generator<void> {
   for (const family of [4, 6] as const) {
     const map = family === 4 ? maps.svc4 : maps.svc6;
-    const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
-    for (const { key, value } of map.dumpRaw()) {
-      const v = svcValCodec.decode(value);
-      const n = names.svc(v.svcId);
-      if (!matchService(n, q)) continue;
-      const k = codec.decode(key);
-      rows.push({
-        family, key, value, k, v, n,
-        order: [n?.namespace ?? '~', n?.name ?? '~', n ? n.port : '', k.scope === SCOPE_INTERNAL ? 0 : 1, family, k.addr, k.port],
-      });
+    for (const slice of map.dumpSlices(4096)) {
+      for (const { key, value } of slice) {
+        const n = names.svc(value.readUInt32LE(0));
+        if (!matchService(n, q)) continue;
+        const scope = key[key.length - 1] === SCOPE_INTERNAL ? 0 : 1;
+        rows.push({ family, key: Buffer.from(key), order: `${n?.namespace ?? '~'}\0${n?.name ?? '~'}\0${n?.port ?? ''}\0${scope}${family}\0${key.toString('hex')}` });
+      }
+      yield;
     }
   }
-  return rows.sort((a, b) => cmpOrder(a.order, b.order));
+  rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+}
+
+/**
+ * The sorted rows of a listing are kept for a few seconds, by filter, so that
+ * following `continue` through 10,000 frontends reads each page's entries
+ * only, not the whole map again. The first page of a listing always reads
+ * afresh; an entry gone since is skipped, one added since shows in the next
+ * listing.
+ */
+const ROWS_TTL_MS = 5000;
+const rowCache = new WeakMap<object, Map<string, { at: number; rows: unknown }>>();
+function cachedRows<T>(maps: object, key: string, fresh: boolean): T | undefined {
+  const e = rowCache.get(maps)?.get(key);
+  return !fresh && e && Date.now() - e.at < ROWS_TTL_MS ? (e.rows as T) : undefined;
+}
+function keepRows(maps: object, key: string, rows: unknown): void {
+  let m = rowCache.get(maps);
+  if (!m) rowCache.set(maps, (m = new Map()));
+  m.set(key, { at: Date.now(), rows });
+}
+
+/** Index of the first row whose order is above `after` (rows sorted). */
+function firstAfter<T>(rows: T[] | Uint32Array, after: string | number | undefined, order: (r: T) => string | number): number {
+  if (after === undefined) return 0;
+  let lo = 0;
+  let hi = rows.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (order(rows[mid] as T) <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** The whole entry of one frontend: its table, backends and counters (the costly part: done for one page at a time). */
 function serviceEntry(maps: InspectMaps, names: Names, r: FrontendRow, q: ServiceQuery, backendOf: (id: number) => BackendVal | undefined): ServiceEntry | undefined {
-  const { k, v, n } = r;
+  const value = (r.family === 4 ? maps.svc4 : maps.svc6).lookupRaw(r.key);
+  if (!value) return undefined; // gone since the rows were read
+  const v = svcValCodec.decode(value);
+  const n = names.svc(v.svcId);
+  if (!matchService(n, q)) return undefined;
+  const k = (r.family === 4 ? svc4KeyCodec : svc6KeyCodec).decode(r.key);
   const { m, ids } = tableOf(maps, v);
   const slots = countSlots(ids);
   const refs: ServiceBackendRef[] = [...slots]
@@ -261,7 +296,7 @@ function serviceEntry(maps: InspectMaps, names: Names, r: FrontendRow, q: Servic
       packets: Number(stats.reduce((a, s) => a + s.packets, 0n)),
       bytes: Number(stats.reduce((a, s) => a + s.bytes, 0n)),
     },
-    ...(q.raw ? { raw: { key: r.key.toString('hex'), value: r.value.toString('hex') } } : {}),
+    ...(q.raw ? { raw: { key: r.key.toString('hex'), value: value.toString('hex') } } : {}),
   };
 }
 
@@ -308,21 +343,57 @@ function pageAfter(tok: string | undefined, check: (o: unknown) => boolean): unk
  * list's order. Only the page's frontends have their tables, backends and
  * counters read, so a page costs about the same at 100 Services as at 10,000.
  */
-export function listServicesPage(maps: InspectMaps, names: Names, q: ServiceQuery & { limit?: number; continue?: string } = {}): ListPage<ServiceEntry> {
+export function listServicesPage(maps: InspectMaps, names: Names, q: PagedQuery = {}): ListPage<ServiceEntry> {
+  const rows: FrontendRow[] = [];
+  const cached = serviceRowsCached(maps, q);
+  if (!cached) runSteps(frontendRowSteps(maps, names, q, rows));
+  const page: ListPage<ServiceEntry> = { items: [], continue: null };
+  runSteps(servicesPageSteps(maps, names, q, cached ?? keepServiceRows(maps, q, rows), page));
+  return page;
+}
+
+/**
+ * listServicesPage() for the agent: the pass over the maps and the page's
+ * entries (a Maglev table each: 500 of them are ~100 ms of work) yield to the
+ * event loop between slices.
+ */
+export async function listServicesPageAsync(maps: InspectMaps, names: Names, q: PagedQuery = {}): Promise<ListPage<ServiceEntry>> {
+  const rows: FrontendRow[] = [];
+  const cached = serviceRowsCached(maps, q);
+  if (!cached) await runStepsAsync(frontendRowSteps(maps, names, q, rows));
+  const page: ListPage<ServiceEntry> = { items: [], continue: null };
+  await runStepsAsync(servicesPageSteps(maps, names, q, cached ?? keepServiceRows(maps, q, rows), page));
+  return page;
+}
+
+export type PagedQuery = ServiceQuery & { limit?: number; continue?: string };
+
+const serviceRowsKey = (q: ServiceQuery) => `svc\0${q.namespace ?? '\u0001'}\0${q.service ?? '\u0001'}`;
+const serviceAfter = (q: PagedQuery) => pageAfter(q.continue, (o) => typeof o === 'string' && o.length < 4096) as string | undefined;
+function serviceRowsCached(maps: InspectMaps, q: PagedQuery): FrontendRow[] | undefined {
+  serviceAfter(q); // a bad token is refused before any work
+  return Number.isFinite(q.limit ?? Infinity) ? cachedRows<FrontendRow[]>(maps, serviceRowsKey(q), q.continue === undefined) : undefined;
+}
+function keepServiceRows(maps: InspectMaps, q: PagedQuery, rows: FrontendRow[]): FrontendRow[] {
+  if (Number.isFinite(q.limit ?? Infinity)) keepRows(maps, serviceRowsKey(q), rows);
+  return rows;
+}
+
+/** Entries of a page built between two turns of the event loop. */
+const ENTRY_SLICE = 32;
+
+function* servicesPageSteps(maps: InspectMaps, names: Names, q: PagedQuery, rows: FrontendRow[], page: ListPage<ServiceEntry>): Generator<void> {
   const limit = q.limit ?? Number.POSITIVE_INFINITY;
-  const after = pageAfter(q.continue, (o) => Array.isArray(o) && o.length === 7 && o.every((x) => typeof x === 'string' || typeof x === 'number')) as (string | number)[] | undefined;
-  const rows = frontendRows(maps, names, q);
-  let i = 0;
-  if (after) while (i < rows.length && cmpOrder(rows[i].order, after) <= 0) i++;
+  let i = firstAfter(rows, serviceAfter(q), (r) => r.order);
   const backendOf = backendLookup(maps);
-  const items: ServiceEntry[] = [];
   let last: FrontendRow | undefined;
-  for (; i < rows.length && items.length < limit; i++) {
+  for (let n = 1; i < rows.length && page.items.length < limit; i++, n++) {
     last = rows[i];
     const e = serviceEntry(maps, names, rows[i], q, backendOf);
-    if (e) items.push(e);
+    if (e) page.items.push(e);
+    if (n % ENTRY_SLICE === 0) yield;
   }
-  return { items, continue: i < rows.length && last ? pageToken(last.order) : null };
+  page.continue = i < rows.length && last ? pageToken(last.order) : null;
 }
 
 // ---------------------------------------------------------------- backends
@@ -389,27 +460,76 @@ export function listBackends(maps: InspectMaps, names: Names, q: ServiceQuery = 
 
 /**
  * One page of backends by id: `limit` entries with an id above the
- * `continue` token's. The map is read as raw bytes; only the page's entries
- * are decoded and have their counters read.
+ * `continue` token's. The ids are read once per listing (kept a few seconds,
+ * as the frontends' rows are); only the page's entries are looked up,
+ * decoded and have their counters read.
  */
-export function listBackendsPage(maps: InspectMaps, names: Names, q: ServiceQuery & { limit?: number; continue?: string } = {}): ListPage<BackendEntry> {
-  const limit = q.limit ?? Number.POSITIVE_INFINITY;
-  const after = (pageAfter(q.continue, (o) => Number.isInteger(o) && (o as number) >= 0) as number | undefined) ?? -1;
-  const filtered = q.namespace !== undefined || q.service !== undefined || q.backend !== undefined;
-  const raw: { id: number; key: Buffer; value: Buffer }[] = [];
-  for (const { key, value } of maps.backends.dumpRaw()) {
-    const id = key.readUInt32LE(0);
-    if (id > after) raw.push({ id, key, value });
+export function listBackendsPage(maps: InspectMaps, names: Names, q: PagedQuery = {}): ListPage<BackendEntry> {
+  const after = backendAfter(q);
+  let ids = backendIdsCached(maps, q);
+  if (!ids) {
+    const out = { ids: new Uint32Array(0) };
+    runSteps(backendIdSteps(maps, out));
+    ids = keepBackendIds(maps, q, out.ids);
   }
-  raw.sort((a, b) => a.id - b.id);
+  return backendsPageOf(maps, names, q, ids, after);
+}
+
+/** listBackendsPage() for the agent: the ids are read a slice at a time, the event loop running between slices. */
+export async function listBackendsPageAsync(maps: InspectMaps, names: Names, q: PagedQuery = {}): Promise<ListPage<BackendEntry>> {
+  const after = backendAfter(q);
+  let ids = backendIdsCached(maps, q);
+  if (!ids) {
+    const out = { ids: new Uint32Array(0) };
+    await runStepsAsync(backendIdSteps(maps, out));
+    ids = keepBackendIds(maps, q, out.ids);
+  }
+  return backendsPageOf(maps, names, q, ids, after);
+}
+
+const backendAfter = (q: PagedQuery) => (pageAfter(q.continue, (o) => Number.isInteger(o) && (o as number) >= 0) as number | undefined) ?? -1;
+const backendIdsCached = (maps: InspectMaps, q: PagedQuery) =>
+  Number.isFinite(q.limit ?? Infinity) ? cachedRows<Uint32Array>(maps, 'be', q.continue === undefined) : undefined;
+function keepBackendIds(maps: InspectMaps, q: PagedQuery, ids: Uint32Array): Uint32Array {
+  if (Number.isFinite(q.limit ?? Infinity)) keepRows(maps, 'be', ids);
+  return ids;
+}
+
+/** Every backend id in the map, sorted. */
+function* backendIdSteps(maps: InspectMaps, out: { ids: Uint32Array }): Generator<void> {
+  const parts: Uint32Array[] = [];
+  let total = 0;
+  for (const slice of maps.backends.dumpSlices(8192)) {
+    const part = new Uint32Array(slice.length);
+    for (let i = 0; i < slice.length; i++) part[i] = slice[i].key.readUInt32LE(0);
+    parts.push(part);
+    total += part.length;
+    yield;
+  }
+  const ids = new Uint32Array(total);
+  let off = 0;
+  for (const p of parts) {
+    ids.set(p, off);
+    off += p.length;
+  }
+  out.ids = ids.sort();
+}
+
+function backendsPageOf(maps: InspectMaps, names: Names, q: PagedQuery, ids: Uint32Array, after: number): ListPage<BackendEntry> {
+  const limit = q.limit ?? Number.POSITIVE_INFINITY;
+  const filtered = q.namespace !== undefined || q.service !== undefined || q.backend !== undefined;
   const out: BackendEntry[] = [];
   const single = maps.beStats && Number.isFinite(limit);
   const all = single ? undefined : backendCounters(maps);
-  let i = 0;
-  for (; i < raw.length && out.length < limit; i++) {
-    const { id, key, value } = raw[i];
+  const key = Buffer.alloc(4);
+  let i = firstAfter(ids, after, (id: number) => id);
+  for (; i < ids.length && out.length < limit; i++) {
+    const id = ids[i];
     const n = names.backend(id);
     if (filtered && !matchService(n?.service, q)) continue;
+    key.writeUInt32LE(id);
+    const value = maps.backends.lookupRaw(key);
+    if (!value) continue; // gone since the ids were read
     const b = backendCodec.decode(value);
     if (!matchBackend(id, { address: b.addr, port: b.port }, q.backend)) continue;
     out.push({
@@ -425,10 +545,10 @@ export function listBackendsPage(maps: InspectMaps, names: Names, q: ServiceQuer
       state: b.flags & BE_F_TERMINATING ? 'terminating' : 'ready',
       local: (b.flags & BE_F_LOCAL) !== 0,
       counters: (all ? all.get(id) : backendCounters(maps, [id]).get(id)) ?? { ...ZERO },
-      ...(q.raw ? { raw: { key: key.toString('hex'), value: value.toString('hex') } } : {}),
+      ...(q.raw ? { raw: { key: Buffer.from(key).toString('hex'), value: value.toString('hex') } } : {}),
     });
   }
-  return { items: out, continue: i < raw.length && out.length ? pageToken(out[out.length - 1].id) : null };
+  return { items: out, continue: i < ids.length && out.length ? pageToken(out[out.length - 1].id) : null };
 }
 
 // ---------------------------------------------------------------- Maglev
@@ -499,41 +619,6 @@ export function maglevOf(maps: InspectMaps, names: Names, ref: NonNullable<Retur
 }
 
 // ---------------------------------------------------------------- counters
-
-export interface ServiceCounter {
-  namespace: string;
-  service: string;
-  portName: string;
-  protocol: Protocol;
-  translations: bigint;
-  refused: bigint;
-  /** tc path: translated client → backend packets and their bytes. */
-  packets: bigint;
-  bytes: bigint;
-}
-
-/** Per-CPU service counters summed over CPUs and over the frontends of each Service port. */
-export function serviceCounters(maps: InspectMaps, names: Names): ServiceCounter[] {
-  const byPort = new Map<string, ServiceCounter>();
-  for (const map of [maps.svc4, maps.svc6]) {
-    for (const { value } of map.dumpRaw()) {
-      const svcId = value.readUInt32LE(0);
-      const n = names.svc(svcId);
-      if (!n) continue;
-      const stats = maps.svcStats.lookupPerCpu(svcId) ?? [];
-      const key = servicePortKey(n);
-      const c = byPort.get(key) ?? { namespace: n.namespace, service: n.name, portName: n.port, protocol: n.protocol, translations: 0n, refused: 0n, packets: 0n, bytes: 0n };
-      for (const s of stats) {
-        c.translations += s.translations;
-        c.refused += s.refused;
-        c.packets += s.packets;
-        c.bytes += s.bytes;
-      }
-      byPort.set(key, c);
-    }
-  }
-  return [...byPort.values()];
-}
 
 /** Drop counters by reason name, summed over CPUs. */
 export function dropCounters(maps: InspectMaps): { reason: string; count: bigint }[] {

@@ -10,6 +10,7 @@ import { BpfMap, u32Codec, u64Codec, type Codec } from '../bpf/map.js';
 import { MapType, mapTypeName } from '../bpf/constants.js';
 import { isBpfError, native } from '../bpf/native.js';
 import { openInstalledPool, readPoolSlots } from './pool.js';
+import { runSteps, runStepsAsync } from '../util/steps.js';
 import type { SocketLbDatapath } from './datapath.js';
 import { affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
 
@@ -152,8 +153,23 @@ const OF_MAPS = new Set<number>([MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS]);
 
 /** Every map pinned directly under bpfRoot (links/ excluded), with occupancy vs capacity. */
 export function mapStats(bpfRoot: string): MapStat[] {
-  if (!existsSync(bpfRoot)) return [];
   const out: MapStat[] = [];
+  runSteps(mapStatSteps(bpfRoot, out));
+  return out;
+}
+
+/** mapStats() with the event loop running between batches of entries counted (the agent's /metrics and /v1/maps). */
+export async function mapStatsAsync(bpfRoot: string): Promise<MapStat[]> {
+  const out: MapStat[] = [];
+  await runStepsAsync(mapStatSteps(bpfRoot, out));
+  return out;
+}
+
+/** Entries are counted a batch of COUNT_BATCH at a time: a full 262,144-entry flow map never holds the caller in one go. */
+const COUNT_BATCH = 8192;
+
+function* mapStatSteps(bpfRoot: string, out: MapStat[]): Generator<void> {
+  if (!existsSync(bpfRoot)) return;
   for (const name of readdirSync(bpfRoot).sort()) {
     const pin = join(bpfRoot, name);
     try {
@@ -178,12 +194,28 @@ export function mapStats(bpfRoot: string): MapStat[] {
       let entries: number | null = null;
       if (!ALWAYS_FULL.has(info.type)) {
         const vs = OF_MAPS.has(info.type) ? 4 : PERCPU.has(info.type) ? Math.ceil(info.valueSize / 8) * 8 * native().numPossibleCpus() : info.valueSize;
-        entries = native().mapDump(fd, info.keySize, vs).count;
+        entries = 0;
+        let cursor: Buffer | null = null;
+        for (let first = true; ; first = false) {
+          let d;
+          try {
+            d = native().mapDumpBatch(fd, info.keySize, vs, cursor, COUNT_BATCH);
+          } catch (e) {
+            // Map types without batch operations (LPM tries, maps of maps): one whole walk.
+            if (!first || !/EOPNOTSUPP|ENOTSUP|EINVAL|524/.test(String((e as Error).message))) throw e;
+            entries = native().mapDump(fd, info.keySize, vs).count;
+            break;
+          }
+          entries += d.count;
+          if (!d.cursor) break;
+          cursor = d.cursor;
+          yield;
+        }
       }
       out.push({ name, type: mapTypeName(info.type), keySize: info.keySize, valueSize: info.valueSize, capacity: info.maxEntries, entries });
     } finally {
       native().close(fd);
     }
+    yield;
   }
-  return out;
 }

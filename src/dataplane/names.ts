@@ -20,6 +20,7 @@ import { BpfMap, u32Codec, type Codec } from '../bpf/map.js';
 import { MapType, BPF_F_NO_PREALLOC } from '../bpf/constants.js';
 import { native } from '../bpf/native.js';
 import type { FrontendType, Protocol, ServicePortName } from '../model/types.js';
+import { runSteps, runStepsAsync } from '../util/steps.js';
 import { servicePortKey } from '../model/types.js';
 
 export const SVC_META_MAP = 'sy_svc_meta';
@@ -116,15 +117,28 @@ function openOrCreate<V>(bpfRoot: string, name: string, codec: Codec<V>, maxEntr
 
 /** What resolving names needs of the reconciler: lookups (Maps, or views of its state that copy nothing). */
 export interface ReconcilerNamesView {
-  frontends: { get(svcId: number): { svcId: number; servicePort: ServicePortName; type: FrontendType } | undefined; values(): Iterable<{ svcId: number; servicePort: ServicePortName; type: FrontendType }> };
+  frontends: {
+    get(svcId: number): { svcId: number; servicePort: ServicePortName; type: FrontendType } | undefined;
+    values(): Iterable<{ svcId: number; servicePort: ServicePortName; type: FrontendType }>;
+    /** A frontend of the Service port (servicePortKey); without it, resolving walks values() once. */
+    ofServicePort?(key: string): { svcId: number; servicePort: ServicePortName; type: FrontendType } | undefined;
+  };
   backends: { get(id: number): { servicePort: string; nodeName?: string } | undefined };
 }
 
-/** Frontend and backend metadata as the reconciler reports it (frontendMeta() / backendInfo()). */
+/**
+ * Frontend and backend metadata as the reconciler reports it: frontendMeta()
+ * and backendInfo() (copies), or namesView()'s live iterators (no copy; a
+ * sliced sync may then see changes made while it runs, which the sync after
+ * them puts right).
+ */
 export interface ReconcilerNames {
-  frontends: Map<number, { svcId: number; servicePort: ServicePortName; type: FrontendType }>;
-  backends: Map<number, { servicePort: string; nodeName?: string }>;
+  frontends: Iterable<{ svcId: number; servicePort: ServicePortName; type: FrontendType }>;
+  backends: Iterable<[number, { servicePort: string; nodeName?: string }]>;
 }
+
+/** Entries handled between two turns of the event loop in syncAsync(). */
+const NAMES_SLICE = 4096;
 
 export class PinnedNames {
   /** What each map holds: the value last written (or read back) and its signature. */
@@ -171,9 +185,23 @@ export class PinnedNames {
    */
   sync(r: ReconcilerNames): { written: number; deleted: number; errors: number } {
     const out = { written: 0, deleted: 0, errors: 0 };
+    runSteps(this.syncSteps(r, out));
+    return out;
+  }
+
+  /** sync() a slice at a time, the event loop running between slices (100,000 backends are ~50 ms of work); abandoned when `stop()` turns true. */
+  async syncAsync(r: ReconcilerNames, stop?: () => boolean): Promise<{ written: number; deleted: number; errors: number }> {
+    const out = { written: 0, deleted: 0, errors: 0 };
+    await runStepsAsync(this.syncSteps(r, out), stop);
+    return out;
+  }
+
+  private *syncSteps(r: ReconcilerNames, out: { written: number; deleted: number; errors: number }): Generator<void> {
     const svcOf = new Map<string, number>();
     const svcWanted: [number, SvcName][] = [];
-    for (const f of r.frontends.values()) {
+    let n = 0;
+    for (const f of r.frontends) {
+      if (++n % NAMES_SLICE === 0) yield;
       if (!f.servicePort.name) continue; // adopted entry nobody wants: removed by the same sync
       const k = servicePortKey(f.servicePort);
       const prev = svcOf.get(k);
@@ -188,9 +216,10 @@ export class PinnedNames {
       this.svcSeen.set(f.svcId, { sp, type: f.type, name });
       svcWanted.push([f.svcId, name]);
     }
-    this.write(this.svc, this.svcCache, svcWanted, svcSig, this.svcSeen, out);
+    yield* this.write(this.svc, this.svcCache, svcWanted, svcSig, this.svcSeen, out);
     const beWanted: [number, BackendName][] = [];
     for (const [id, b] of r.backends) {
+      if (++n % NAMES_SLICE === 0) yield;
       const svcId = svcOf.get(b.servicePort);
       if (svcId === undefined) continue;
       const seen = this.beSeen.get(id);
@@ -202,21 +231,22 @@ export class PinnedNames {
       this.beSeen.set(id, { meta: b, name });
       beWanted.push([id, name]);
     }
-    this.write(this.be, this.beCache, beWanted, beSig, this.beSeen, out);
-    return out;
+    yield* this.write(this.be, this.beCache, beWanted, beSig, this.beSeen, out);
   }
 
   /** Writes what differs from the cache, then deletes what is no longer wanted (looked for only when something can be). */
-  private write<V>(
+  private *write<V>(
     map: BpfMap<number, V>,
     cache: Map<number, { v: V; sig: string }>,
     wanted: [number, V][],
     sig: (v: V) => string,
     seen: Map<number, unknown>,
     out: { written: number; deleted: number; errors: number },
-  ): void {
+  ): Generator<void> {
     const batch: [number, V][] = [];
+    let n = 0;
     for (const [id, v] of wanted) {
+      if (++n % NAMES_SLICE === 0) yield;
       const c = cache.get(id);
       if (c && c.v === v) continue; // the very value written last time
       if (c && c.sig === sig(v)) {
@@ -225,26 +255,31 @@ export class PinnedNames {
       }
       batch.push([id, v]);
     }
-    try {
-      map.updateMany(batch);
-      for (const [id, v] of batch) cache.set(id, { v, sig: sig(v) });
-      out.written += batch.length;
-    } catch {
-      for (const [id, v] of batch) {
-        try {
-          map.update(id, v);
-          cache.set(id, { v, sig: sig(v) });
-          out.written++;
-        } catch {
-          out.errors++;
+    for (let i = 0; i < batch.length; i += NAMES_SLICE) {
+      const part = batch.slice(i, i + NAMES_SLICE);
+      try {
+        map.updateMany(part);
+        for (const [id, v] of part) cache.set(id, { v, sig: sig(v) });
+        out.written += part.length;
+      } catch {
+        for (const [id, v] of part) {
+          try {
+            map.update(id, v);
+            cache.set(id, { v, sig: sig(v) });
+            out.written++;
+          } catch {
+            out.errors++;
+          }
         }
       }
+      yield;
     }
     // Every wanted id is now cached (or failed, which makes the sizes differ):
     // equal sizes mean nothing else is cached.
     if (cache.size === wanted.length && batch.length === 0) return;
     const keep = new Set(wanted.map(([id]) => id));
     for (const id of [...cache.keys()]) {
+      if (++n % NAMES_SLICE === 0) yield;
       if (keep.has(id)) continue;
       map.delete(id);
       cache.delete(id);
@@ -253,12 +288,13 @@ export class PinnedNames {
     }
   }
 
-  svcNames(): Map<number, SvcName> {
-    return new Map(this.svc.entries());
+  /** One id's names, read from the map (a request naming a page of ids reads those alone). */
+  svcName(id: number): SvcName | undefined {
+    return this.svc.lookup(id);
   }
 
-  backendNames(): Map<number, BackendName> {
-    return new Map(this.be.entries());
+  backendName(id: number): BackendName | undefined {
+    return this.be.lookup(id);
   }
 
   close(): void {

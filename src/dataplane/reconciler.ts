@@ -29,6 +29,7 @@ import { native } from '../bpf/native.js';
 import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import { SlotRegions } from './regions.js';
+import { runSteps, runStepsAsync } from '../util/steps.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
   SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec, beStatsCodec,
@@ -257,7 +258,10 @@ export class Reconciler {
    * build a Map of every frontend and backend: 100,000 entries at 10,000
    * Services, too much for every API request).
    */
-  namesView(): { frontends: { get(id: number): FrontendMeta | undefined; values(): Iterable<FrontendMeta> }; backends: { get(id: number): BackendMeta | undefined } } {
+  namesView(): {
+    frontends: { get(id: number): FrontendMeta | undefined; values(): Iterable<FrontendMeta>; ofServicePort(key: string): FrontendMeta | undefined };
+    backends: { get(id: number): BackendMeta | undefined; entries(): Iterable<[number, BackendMeta]> };
+  } {
     const meta = (f: FrontendState): FrontendMeta => ({ svcId: f.svcId, servicePort: f.servicePort, type: f.type });
     const self = this;
     return {
@@ -269,11 +273,23 @@ export class Reconciler {
         *values() {
           for (const f of self.frontends.values()) yield meta(f);
         },
+        // A frontend of a Service port ("ns/name:port/proto", a backend's servicePort): through the per-Service index.
+        ofServicePort: (key) => {
+          const colon = key.indexOf(':', key.indexOf('/'));
+          for (const feKey of this.bySvc.get(colon < 0 ? key : key.slice(0, colon)) ?? []) {
+            const f = this.frontends.get(feKey);
+            if (f && servicePortKey(f.servicePort) === key) return meta(f);
+          }
+          return undefined;
+        },
       },
       backends: {
         get: (id) => {
           const b = this.beById.get(id);
           return b?.meta && b.bytes ? b.meta : undefined;
+        },
+        *entries() {
+          for (const b of self.beById.values()) if (b.meta && b.bytes) yield [b.id, b.meta] as [number, BackendMeta];
         },
       },
     };
@@ -937,9 +953,7 @@ export class Reconciler {
    */
   drift(opts: { deepTables?: boolean } = {}): DriftEntry[] {
     const out: DriftEntry[] = [];
-    for (const _ of this.driftSteps(opts.deepTables ?? true, out)) {
-      /* run to the end */
-    }
+    runSteps(this.driftSteps(opts.deepTables ?? true, out));
     return out;
   }
 
@@ -953,11 +967,8 @@ export class Reconciler {
   async driftAsync(opts: { deepTables?: boolean } = {}): Promise<DriftEntry[] | undefined> {
     const gen = this.generation;
     const out: DriftEntry[] = [];
-    for (const _ of this.driftSteps(opts.deepTables ?? true, out)) {
-      await new Promise<void>((r) => setImmediate(r));
-      if (this.generation !== gen) return undefined;
-    }
-    return out;
+    const done = await runStepsAsync(this.driftSteps(opts.deepTables ?? true, out), () => this.generation !== gen);
+    return done ? out : undefined;
   }
 
   /** Bumped by every apply and resync. */

@@ -11,6 +11,7 @@
  * twice, --interval apart.
  */
 import type { InspectMaps } from '../dataplane/maps.js';
+import { runSteps, runStepsAsync } from '../util/steps.js';
 import { hostPort, listServices, u64, type Filter, type Names } from '../dataplane/inspect.js';
 
 export interface Counters4 {
@@ -112,7 +113,7 @@ function* rawCounterSteps(maps: InspectMaps, out: RawCounters): Generator<void> 
   }
   const m = maps.beStats;
   if (!m) return;
-  for (const slice of m.dumpSlices(4096)) {
+  for (const slice of m.dumpSlices(2048)) {
     for (const { key: k, value } of slice) out.be.set(k.readUInt32LE(0), sum(m, value));
     yield;
   }
@@ -120,9 +121,7 @@ function* rawCounterSteps(maps: InspectMaps, out: RawCounters): Generator<void> 
 
 export function readRawCounters(maps: InspectMaps, now: number = Date.now()): RawCounters {
   const out: RawCounters = { at: now, svc: new Map(), be: new Map() };
-  for (const _ of rawCounterSteps(maps, out)) {
-    /* at once */
-  }
+  runSteps(rawCounterSteps(maps, out));
   return out;
 }
 
@@ -132,7 +131,7 @@ export function readRawCounters(maps: InspectMaps, now: number = Date.now()): Ra
  */
 export async function readRawCountersAsync(maps: InspectMaps, now: number = Date.now()): Promise<RawCounters> {
   const out: RawCounters = { at: now, svc: new Map(), be: new Map() };
-  for (const _ of rawCounterSteps(maps, out)) await new Promise<void>((r) => setImmediate(r));
+  await runStepsAsync(rawCounterSteps(maps, out));
   return out;
 }
 

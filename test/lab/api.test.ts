@@ -67,7 +67,7 @@ describe('REST API on real maps', () => {
     rec = new Reconciler(dp, { size: 16381, auto: true });
     assert.deepEqual(rec.apply(STATE).errors, []);
     names = PinnedNames.openForWrite(root, 64, 64);
-    names.sync({ frontends: rec.frontendMeta(), backends: rec.backendInfo() });
+    names.sync({ frontends: rec.frontendMeta().values(), backends: rec.backendInfo() });
     const maps = datapathMaps(dp);
     const nm = () => resolveNames({ reconciler: { frontends: rec.frontendMeta(), backends: rec.backendInfo() }, pinned: names });
     const registry = new Registry();
@@ -139,7 +139,7 @@ describe('REST API on real maps', () => {
     assert.equal((await get('/v1/maglev/shop%2Fempty')).body.items[0].m, 0);
   });
 
-  test('names come back from the pins alone, with no reconciler (a restarted agent, the CLI)', () => {
+  test('names come back from the pins alone, with no reconciler (a restarted agent, the CLI)', async () => {
     const maps = openPinnedMaps(root);
     const pinned = PinnedNames.openForRead(root)!;
     try {
@@ -149,7 +149,10 @@ describe('REST API on real maps', () => {
       ]);
       assert.deepEqual(rows[0].backends.map((b) => b.node), ['n1', 'n2', 'n2']);
       // A second sync with the same state writes nothing.
-      assert.deepEqual(names.sync({ frontends: rec.frontendMeta(), backends: rec.backendInfo() }), { written: 0, deleted: 0, errors: 0 });
+      assert.deepEqual(names.sync({ frontends: rec.frontendMeta().values(), backends: rec.backendInfo() }), { written: 0, deleted: 0, errors: 0 });
+      // The agent's sliced sync over the reconciler's live view: the same answer.
+      const view = rec.namesView();
+      assert.deepEqual(await names.syncAsync({ frontends: view.frontends.values(), backends: view.backends.entries() }), { written: 0, deleted: 0, errors: 0 });
     } finally {
       pinned.close();
       maps.close();
