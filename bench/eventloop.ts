@@ -59,7 +59,7 @@ async function metrics(): Promise<Map<string, number>> {
   const text = await (await fetch(`${BASE}/metrics`)).text();
   const out = new Map<string, number>();
   for (const line of text.split('\n')) {
-    const m = /^(nodejs_eventloop_lag_[a-z0-9_]+) ([0-9.e+-]+)$/.exec(line);
+    const m = /^(nodejs_eventloop_lag_[a-z0-9_]+|nodejs_heap_size_[a-z_]+|nodejs_external_memory_bytes|process_resident_memory_bytes) ([0-9.e+-]+)$/.exec(line);
     if (m) out.set(m[1], Number(m[2]));
   }
   return out;
@@ -168,7 +168,9 @@ async function main(): Promise<void> {
     console.log(`        ${scrapeMs.length} /metrics scrapes (p50 ${pct(scrapeMs, 0.5).toFixed(1)} ms, max ${Math.max(...scrapeMs).toFixed(1)} ms); the drift check ran every 5 s, the stats sampler every 10 s.`);
     console.log('  load p99 = the highest one-second window p99. Goal (issue 13): no stall longer than 50 ms.');
     console.log('');
-    console.log(`  agent memory at idle: RSS ${mem.VmRSS} MiB (anonymous ${mem.RssAnon}, file ${mem.RssFile}, shared ${mem.RssShmem}: BPF map pages mapped in), peak ${mem.VmHWM} MiB`);
+    const mib = (k: string) => ((idle.get(k) ?? 0) / 2 ** 20).toFixed(0);
+    console.log(`  agent memory at idle: RSS ${mem.VmRSS} MiB (anonymous ${mem.RssAnon}, file ${mem.RssFile}, shared ${mem.RssShmem}: BPF map pages mapped in), peak ${mem.VmHWM} MiB;`);
+    console.log(`        JavaScript heap ${mib('nodejs_heap_size_used_bytes')} MiB used of ${mib('nodejs_heap_size_total_bytes')} MiB, external ${mib('nodejs_external_memory_bytes')} MiB`);
   } finally {
     stop();
   }

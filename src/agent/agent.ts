@@ -176,6 +176,9 @@ export class Agent {
 
   async stop(): Promise<void> {
     clearInterval(this.resyncTimer);
+    this.stopping = true;
+    // A drift check in progress reads the maps between turns: let it end before they close.
+    await this.resyncRun?.catch(() => undefined);
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     await this.d.source.stop();
@@ -227,9 +230,11 @@ export class Agent {
   }
   private resyncRun?: Promise<number>;
 
+  private stopping = false;
+
   private async resyncOnce(): Promise<number> {
     const { logger, metrics } = this.d;
-    if (!this.synced || !this.ready) return 0;
+    if (!this.synced || !this.ready || this.stopping) return 0;
     try {
       // The cheap check (entries and backends; the pool in place), a slice at a time so that
       // the event loop is never held long; /v1/drift also compares tables slot by slot.

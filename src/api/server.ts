@@ -233,7 +233,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
         querystring: S.statsQuery,
         response: { 200: S.statsResponse, ...errors },
       },
-      (req) => (deps.stats ? deps.stats.report(deps.names(), req.query) : readStats(deps.maps, deps.names(), req.query)),
+      async (req) => (deps.stats ? await deps.stats.report(deps.names(), req.query) : readStats(deps.maps, deps.names(), req.query)),
     );
 
     get<{ limit?: number }>(

@@ -112,7 +112,8 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
                           for a successful sync (kube-proxy: 2 × its sync period)              [60]
   --metrics-service-cap N per-Service-port counter series at most; the rest sum under service="_other"    [1000]
   --metrics-backend-cap N per-backend counter series at most; the rest sum under backend="_other"         [1000]
-  --stats-interval SEC    sample the counters every SEC s for the rates of /v1/stats; 0 = off              [10]
+  --stats-interval SEC    while /v1/stats is asked for, sample the counters every SEC s for its rates;     [10]
+                          0 = off
   --heap-growth PCT       let the JavaScript heap grow to (1 + PCT/100) × what is live before
                           a full collection (V8's own choice is up to 4×: ~1 GiB resident at
                           10,000 Services under churn for ~270 MiB live)                   [20]

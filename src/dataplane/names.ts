@@ -140,19 +140,37 @@ export interface ReconcilerNames {
 /** Entries handled between two turns of the event loop in syncAsync(). */
 const NAMES_SLICE = 4096;
 
+/**
+ * What one pinned entry holds, with the reconciler's object it was last
+ * written from (an unchanged object is skipped by identity) and the number
+ * of the last sync that wanted it (entries not wanted by a sync are deleted).
+ * One small object per id: at 100,000 backends the writer's whole state is
+ * a few MiB.
+ */
+interface SvcEntry {
+  from: object | undefined;
+  name: SvcName;
+  mark: number;
+}
+interface BeEntry {
+  /** The node name as the reconciler gave it (before clipping to the field), compared as is. */
+  from: string | undefined;
+  svcId: number;
+  node: string;
+  mark: number;
+}
+
 export class PinnedNames {
-  /** What each map holds: the value last written (or read back) and its signature. */
-  private readonly svcCache = new Map<number, { v: SvcName; sig: string }>();
-  private readonly beCache = new Map<number, { v: BackendName; sig: string }>();
-  private readonly svcSeen = new Map<number, { sp: ServicePortName; type: FrontendType; name: SvcName }>();
-  private readonly beSeen = new Map<number, { meta: object; name: BackendName }>();
+  private readonly svcState = new Map<number, SvcEntry>();
+  private readonly beState = new Map<number, BeEntry>();
+  private round = 0;
 
   private constructor(
     readonly svc: BpfMap<number, SvcName>,
     readonly be: BpfMap<number, BackendName>,
   ) {
-    for (const [id, v] of svc.entries()) this.svcCache.set(id, { v, sig: svcSig(v) });
-    for (const [id, v] of be.entries()) this.beCache.set(id, { v, sig: beSig(v) });
+    for (const [id, name] of svc.entries()) this.svcState.set(id, { from: undefined, name, mark: 0 });
+    for (const [id, v] of be.entries()) this.beState.set(id, { from: undefined, svcId: v.svcId, node: v.node, mark: 0 });
   }
 
   /** The agent's side: opens or creates both maps under bpfRoot. */
@@ -197,93 +215,134 @@ export class PinnedNames {
   }
 
   private *syncSteps(r: ReconcilerNames, out: { written: number; deleted: number; errors: number }): Generator<void> {
+    const round = ++this.round;
     const svcOf = new Map<string, number>();
-    const svcWanted: [number, SvcName][] = [];
+    const svcBatch: [number, SvcName, object][] = [];
+    let marked = 0;
     let n = 0;
     for (const f of r.frontends) {
       if (++n % NAMES_SLICE === 0) yield;
       if (!f.servicePort.name) continue; // adopted entry nobody wants: removed by the same sync
-      const k = servicePortKey(f.servicePort);
+      const sp = f.servicePort;
+      const k = servicePortKey(sp);
       const prev = svcOf.get(k);
       if (prev === undefined || f.svcId < prev) svcOf.set(k, f.svcId);
-      const seen = this.svcSeen.get(f.svcId);
-      if (seen && seen.sp === f.servicePort && seen.type === f.type) {
-        svcWanted.push([f.svcId, seen.name]);
-        continue;
+      const e = this.svcState.get(f.svcId);
+      if (e && e.mark !== round) {
+        if (e.from === sp && e.name.type === f.type) {
+          e.mark = round;
+          marked++;
+          continue;
+        }
+        const name: SvcName = { namespace: clip(sp.namespace, 63), name: clip(sp.name, 63), port: clip(sp.port, 15), protocol: sp.protocol, type: f.type };
+        if (svcSig(name) === svcSig(e.name)) {
+          e.from = sp;
+          e.mark = round;
+          marked++;
+          continue;
+        }
+        svcBatch.push([f.svcId, name, sp]);
+      } else if (!e) {
+        svcBatch.push([f.svcId, { namespace: clip(sp.namespace, 63), name: clip(sp.name, 63), port: clip(sp.port, 15), protocol: sp.protocol, type: f.type }, sp]);
       }
-      const sp = f.servicePort;
-      const name: SvcName = { namespace: clip(sp.namespace, 63), name: clip(sp.name, 63), port: clip(sp.port, 15), protocol: sp.protocol, type: f.type };
-      this.svcSeen.set(f.svcId, { sp, type: f.type, name });
-      svcWanted.push([f.svcId, name]);
     }
-    yield* this.write(this.svc, this.svcCache, svcWanted, svcSig, this.svcSeen, out);
-    const beWanted: [number, BackendName][] = [];
+    yield* this.write(this.svc, svcBatch, out, ([id, name, from]) => {
+      const e = this.svcState.get(id);
+      if (e) {
+        e.from = from;
+        e.name = name;
+        e.mark = round;
+      } else this.svcState.set(id, { from, name, mark: round });
+      marked++;
+    }, (id) => this.keep(this.svcState.get(id), round) && marked++);
+    yield* this.sweep(this.svc, this.svcState, round, marked, out);
+
+    const beBatch: [number, BackendName, string | undefined][] = [];
+    marked = 0;
     for (const [id, b] of r.backends) {
       if (++n % NAMES_SLICE === 0) yield;
       const svcId = svcOf.get(b.servicePort);
       if (svcId === undefined) continue;
-      const seen = this.beSeen.get(id);
-      if (seen && seen.meta === b && seen.name.svcId === svcId) {
-        beWanted.push([id, seen.name]);
+      const e = this.beState.get(id);
+      if (e?.mark === round) continue;
+      if (e && e.svcId === svcId && e.from !== undefined && e.from === b.nodeName) {
+        e.mark = round;
+        marked++;
         continue;
       }
-      const name = { svcId, node: clip(b.nodeName ?? '', 59) };
-      this.beSeen.set(id, { meta: b, name });
-      beWanted.push([id, name]);
+      const node = clip(b.nodeName ?? '', 59);
+      if (e && e.svcId === svcId && e.node === node) {
+        e.from = b.nodeName;
+        e.mark = round;
+        marked++;
+        continue;
+      }
+      beBatch.push([id, { svcId, node }, b.nodeName]);
     }
-    yield* this.write(this.be, this.beCache, beWanted, beSig, this.beSeen, out);
+    yield* this.write(this.be, beBatch, out, ([id, v, from]) => {
+      const e = this.beState.get(id);
+      if (e) {
+        e.from = from;
+        e.svcId = v.svcId;
+        e.node = v.node;
+        e.mark = round;
+      } else this.beState.set(id, { from, svcId: v.svcId, node: v.node, mark: round });
+      marked++;
+    }, (id) => this.keep(this.beState.get(id), round) && marked++);
+    yield* this.sweep(this.be, this.beState, round, marked, out);
   }
 
-  /** Writes what differs from the cache, then deletes what is no longer wanted (looked for only when something can be). */
-  private *write<V>(
+  /** A wanted entry whose write failed: the map still holds its old value, which is kept (not swept). */
+  private keep(e: { from: unknown; mark: number } | undefined, round: number): boolean {
+    if (!e) return false;
+    e.from = undefined;
+    e.mark = round;
+    return true;
+  }
+
+  /** Writes the batch (in slices); `done` records each entry written, `failed` each that could not be. */
+  private *write<V, F>(
     map: BpfMap<number, V>,
-    cache: Map<number, { v: V; sig: string }>,
-    wanted: [number, V][],
-    sig: (v: V) => string,
-    seen: Map<number, unknown>,
+    batch: [number, V, F][],
     out: { written: number; deleted: number; errors: number },
+    done: (entry: [number, V, F]) => void,
+    failed: (id: number) => void,
   ): Generator<void> {
-    const batch: [number, V][] = [];
-    let n = 0;
-    for (const [id, v] of wanted) {
-      if (++n % NAMES_SLICE === 0) yield;
-      const c = cache.get(id);
-      if (c && c.v === v) continue; // the very value written last time
-      if (c && c.sig === sig(v)) {
-        c.v = v;
-        continue;
-      }
-      batch.push([id, v]);
-    }
     for (let i = 0; i < batch.length; i += NAMES_SLICE) {
       const part = batch.slice(i, i + NAMES_SLICE);
       try {
-        map.updateMany(part);
-        for (const [id, v] of part) cache.set(id, { v, sig: sig(v) });
+        map.updateMany(part.map(([id, v]) => [id, v] as [number, V]));
+        for (const x of part) done(x);
         out.written += part.length;
       } catch {
-        for (const [id, v] of part) {
+        for (const x of part) {
           try {
-            map.update(id, v);
-            cache.set(id, { v, sig: sig(v) });
+            map.update(x[0], x[1]);
+            done(x);
             out.written++;
           } catch {
+            failed(x[0]);
             out.errors++;
           }
         }
       }
       yield;
     }
-    // Every wanted id is now cached (or failed, which makes the sizes differ):
-    // equal sizes mean nothing else is cached.
-    if (cache.size === wanted.length && batch.length === 0) return;
-    const keep = new Set(wanted.map(([id]) => id));
-    for (const id of [...cache.keys()]) {
+  }
+
+  /** Deletes the entries this round did not want (walked only when there are some). */
+  private *sweep(map: BpfMap<number, unknown>, state: Map<number, { mark: number }>, round: number, marked: number, out: { written: number; deleted: number; errors: number }): Generator<void> {
+    if (marked === state.size) return;
+    let n = 0;
+    for (const [id, e] of state) {
       if (++n % NAMES_SLICE === 0) yield;
-      if (keep.has(id)) continue;
-      map.delete(id);
-      cache.delete(id);
-      seen.delete(id);
+      if (e.mark === round) continue;
+      try {
+        map.delete(id);
+      } catch {
+        /* gone already */
+      }
+      state.delete(id);
       out.deleted++;
     }
   }
@@ -307,6 +366,4 @@ function svcSig(v: SvcName): string {
   return `${v.namespace}/${v.name}:${v.port}/${v.protocol}/${v.type}`;
 }
 
-function beSig(v: BackendName): string {
-  return `${v.svcId}|${v.node}`;
-}
+

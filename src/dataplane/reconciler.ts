@@ -89,9 +89,6 @@ export interface BackendMeta {
   id: number;
   servicePort: string;
   nodeName?: string;
-  ready: boolean;
-  terminating: boolean;
-  local: boolean;
 }
 
 /** One difference between what the reconciler programmed and what a map holds. */
@@ -148,7 +145,9 @@ interface BackendState {
   refs: number;
   /** The value in the map, one character per byte (latin1: half the size of hex); '' when not written yet. */
   bytes: string;
-  meta?: BackendMeta;
+  /** servicePortKey() of its Service port and its node, for names (undefined for an adopted entry not yet matched). */
+  servicePort?: string;
+  nodeName?: string;
 }
 
 /** A desired frontend whose model object changed since the last apply. */
@@ -286,10 +285,11 @@ export class Reconciler {
       backends: {
         get: (id) => {
           const b = this.beById.get(id);
-          return b?.meta && b.bytes ? b.meta : undefined;
+          return b?.servicePort !== undefined && b.bytes ? (b as BackendMeta) : undefined;
         },
+        // The reconciler's own per-backend state (it has servicePort and nodeName): nothing is copied.
         *entries() {
-          for (const b of self.beById.values()) if (b.meta && b.bytes) yield [b.id, b.meta] as [number, BackendMeta];
+          for (const b of self.beById.values()) if (b.servicePort !== undefined && b.bytes) yield [b.id, b as BackendMeta] as [number, BackendMeta];
         },
       },
     };
@@ -297,7 +297,7 @@ export class Reconciler {
 
   backendInfo(): Map<number, BackendMeta> {
     const m = new Map<number, BackendMeta>();
-    for (const b of this.beById.values()) if (b.meta && b.bytes) m.set(b.id, b.meta);
+    for (const b of this.beById.values()) if (b.servicePort !== undefined && b.bytes) m.set(b.id, { id: b.id, servicePort: b.servicePort, nodeName: b.nodeName });
     return m;
   }
 
@@ -567,7 +567,8 @@ export class Reconciler {
           this.unrefCandidates.add(id);
         }
         st.ident = ident;
-        st.meta = { id, servicePort: sp, nodeName: b.nodeName, ready: b.ready, terminating: b.terminating, local: b.local };
+        st.servicePort = sp;
+        st.nodeName = b.nodeName;
         c.ids[i] = id;
         if (beWrites.has(id)) return;
         const val = backendCodec.encode(backendVal(b));
@@ -1016,14 +1017,14 @@ export class Reconciler {
         const b = this.beById.get(id);
         if (!b || !b.bytes) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
         else if (b.bytes !== value.toString('latin1')) {
-          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')), actual: backendCodec.decode(value) });
+          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')), actual: backendCodec.decode(value) });
         }
       }
       yield;
     }
     n = 0;
     for (const b of this.beById.values()) {
-      if (b.bytes && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.meta?.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')) });
+      if (b.bytes && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')) });
       if (++n % SLICE === 0) yield;
     }
     // Maglev tables: the pool this agent installed, then (deep) every table slot by slot.

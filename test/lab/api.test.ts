@@ -139,6 +139,54 @@ describe('REST API on real maps', () => {
     assert.equal((await get('/v1/maglev/shop%2Fempty')).body.items[0].m, 0);
   });
 
+  test('the name writer follows changes: only the difference is written, what went is deleted, the pins read back exactly', async () => {
+    const dir = `${root}-names`;
+    mkdirSync(dir, { recursive: true });
+    const w = PinnedNames.openForWrite(dir, 64, 64);
+    try {
+      const web = { namespace: 'default', name: 'web', port: 'http', protocol: 'TCP' as const };
+      const db = { namespace: 'data', name: 'db', port: '', protocol: 'TCP' as const };
+      const b1 = { servicePort: 'default/web:http/TCP', nodeName: 'n1' };
+      const b2 = { servicePort: 'default/web:http/TCP', nodeName: 'n2' };
+      const b3 = { servicePort: 'data/db:/TCP', nodeName: 'n1' };
+      const fes = [{ svcId: 7, servicePort: web, type: 'ClusterIP' as const }, { svcId: 3, servicePort: web, type: 'NodePort' as const }, { svcId: 9, servicePort: db, type: 'ClusterIP' as const }];
+      assert.deepEqual(w.sync({ frontends: fes, backends: [[1, b1], [2, b2], [5, b3]] }), { written: 6, deleted: 0, errors: 0 });
+      const read = () => {
+        const r = PinnedNames.openForRead(dir)!;
+        try {
+          return { svc: Object.fromEntries(r.svc.entries()), be: Object.fromEntries(r.be.entries()) };
+        } finally {
+          r.close();
+        }
+      };
+      // A backend names its Service port through the port's lowest svc id (3, not 7).
+      assert.deepEqual(read().be, { 1: { svcId: 3, node: 'n1' }, 2: { svcId: 3, node: 'n2' }, 5: { svcId: 9, node: 'n1' } });
+      // The same objects again: nothing written. Equal copies: nothing written either.
+      assert.deepEqual(w.sync({ frontends: fes, backends: [[1, b1], [2, b2], [5, b3]] }), { written: 0, deleted: 0, errors: 0 });
+      assert.deepEqual(w.sync({ frontends: fes.map((f) => ({ ...f, servicePort: { ...f.servicePort } })), backends: [[1, { ...b1 }], [2, { ...b2 }], [5, { ...b3 }]] }), { written: 0, deleted: 0, errors: 0 });
+      // Backend 2 moves to n3, the db Service goes (its frontend and backend), a NodePort frontend 3 goes
+      // (the backends now name the port through 7), and frontend 11 comes: sliced, as the agent runs it.
+      const fes2 = [fes[0], { svcId: 11, servicePort: { ...db, name: 'cache' }, type: 'ClusterIP' as const }];
+      const r2 = await w.syncAsync({ frontends: fes2, backends: [[1, b1], [2, { ...b2, nodeName: 'n3' }]] });
+      assert.deepEqual(r2, { written: 3, deleted: 3, errors: 0 });
+      const got = read();
+      assert.deepEqual(got.be, { 1: { svcId: 7, node: 'n1' }, 2: { svcId: 7, node: 'n3' } });
+      assert.deepEqual(Object.keys(got.svc).sort(), ['11', '7']);
+      assert.equal(got.svc[11].name, 'cache');
+      // A writer opened on the maps later (a restarted agent) starts from what they hold: nothing to write.
+      const again = PinnedNames.openForWrite(dir, 64, 64);
+      try {
+        assert.deepEqual(again.sync({ frontends: fes2, backends: [[1, b1], [2, { ...b2, nodeName: 'n3' }]] }), { written: 0, deleted: 0, errors: 0 });
+      } finally {
+        again.close();
+      }
+    } finally {
+      w.close();
+      cleanupDatapath(dir);
+      if (existsSync(dir)) rmdirSync(dir);
+    }
+  });
+
   test('names come back from the pins alone, with no reconciler (a restarted agent, the CLI)', async () => {
     const maps = openPinnedMaps(root);
     const pinned = PinnedNames.openForRead(root)!;
