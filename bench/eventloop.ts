@@ -4,7 +4,7 @@
  *
  * Starts a real agent process (file source with N Services × E endpoints, the
  * first 2000 NodePort; socket hooks on an empty cgroup of its own; the periodic
- * drift check every 5 s instead of 60 s; the stats sampler every 10 s) and
+ * drift check every 5 s instead of 60 s) and
  * reads its event-loop delay from its own metrics (prom-client's
  * nodejs_eventloop_lag_*, which cover the time since the previous scrape):
  *   idle:  one window of --seconds with nothing asking (the baseline);
@@ -165,7 +165,7 @@ async function main(): Promise<void> {
     console.log(`  load, ${SECONDS} s (${windows.length} one-second windows)     ${ms(loadP50).padStart(8)}  ${ms(loadP99).padStart(7)}  ${ms(loadMax).padStart(7)}`);
     console.log('');
     console.log(`  load: ${lists} walks of /v1/services + /v1/backends (${pages.length} pages of 500; page p50 ${pct(pages, 0.5).toFixed(1)} ms, max ${Math.max(...pages).toFixed(1)} ms);`);
-    console.log(`        ${scrapeMs.length} /metrics scrapes (p50 ${pct(scrapeMs, 0.5).toFixed(1)} ms, max ${Math.max(...scrapeMs).toFixed(1)} ms); the drift check ran every 5 s, the stats sampler every 10 s.`);
+    console.log(`        ${scrapeMs.length} /metrics scrapes (p50 ${pct(scrapeMs, 0.5).toFixed(1)} ms, max ${Math.max(...scrapeMs).toFixed(1)} ms); the drift check ran every 5 s.`);
     console.log('  load p99 = the highest one-second window p99. Goal (issue 13): no stall longer than 50 ms.');
     console.log('');
     const mib = (k: string) => ((idle.get(k) ?? 0) / 2 ** 20).toFixed(0);
