@@ -35,7 +35,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Lab, defaultSpec } from '../src/lab/lab.js';
-import { ControlPlane } from '../src/lab/controlplane.js';
+import { ControlPlane, fillerClusterIp } from '../src/lab/controlplane.js';
 import { KubeProxy, rssOf } from '../src/lab/kubeproxy.js';
 import { settledAfter, type Trace } from '../src/lab/trace.js';
 
@@ -109,7 +109,7 @@ function adminClient() {
   return { call, close: () => agent.destroy() };
 }
 
-const fillerIp = (k: number) => `10.96.${128 + (k >> 8)}.${k & 255}`;
+const fillerIp = fillerClusterIp;
 const endpointIp = (n: number) => `10.${200 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`;
 
 function filler(k: number): object[] {

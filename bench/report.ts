@@ -55,7 +55,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { Lab, defaultSpec, runJson, type LabSpec } from '../src/lab/lab.js';
-import { APISERVER_INTERNAL_URL, ControlPlane } from '../src/lab/controlplane.js';
+import { APISERVER_INTERNAL_URL, ControlPlane, fillerClusterIp } from '../src/lab/controlplane.js';
 import { KubeProxy } from '../src/lab/kubeproxy.js';
 import { endpointSlice, service } from '../src/lab/objects.js';
 import { repoRoot } from '../src/bpf/native.js';
@@ -168,7 +168,7 @@ function netbenchExternal<T>(args: string[], timeoutMs: number): Promise<T> {
 // ----------------------------------------------------------------------------- objects
 
 const E = opts.endpoints;
-const fillerIp = (k: number) => `10.96.${128 + (k >> 8)}.${k & 255}`;
+const fillerIp = fillerClusterIp;
 const endpointIp = (n: number) => `10.${200 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`;
 /** The address a churned endpoint moves to and back from (10.199.0.0/16, nobody there either). */
 const churnIp = (k: number) => `10.199.${(k >> 8) & 255}.${k & 255}`;

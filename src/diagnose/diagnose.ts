@@ -10,7 +10,8 @@ import type { DesiredState, NodeInfo } from '../model/types.js';
 import { nodeInfoFromObject } from '../model/index.js';
 import { parseIP } from '../model/ip.js';
 import type { InspectMaps } from '../dataplane/maps.js';
-import { backendCounters, listServices, type Names } from '../dataplane/inspect.js';
+import { backendCounters, listServicesAsync, type Names, type ServiceEntry } from '../dataplane/inspect.js';
+import { readRawCountersAsync } from './stats.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import { BadQuery } from '../dataplane/tables.js';
 import type { Snapshot } from '../source/types.js';
@@ -59,7 +60,7 @@ export function parseServiceRef(s: string): { namespace: string; name: string; p
  * This node's name: the flag, else the node the maps name for a backend
  * flagged local, else the host name.
  */
-function nodeNameOf(deps: DiagnoseDeps, services: ReturnType<typeof listServices>): { name: string; guessed?: string } {
+function nodeNameOf(deps: DiagnoseDeps, services: ServiceEntry[]): { name: string; guessed?: string } {
   if (deps.nodeName) return { name: deps.nodeName };
   for (const s of services) for (const b of s.backends) if (b.local && b.node) return { name: b.node, guessed: `node name ${b.node} taken from the maps (a local backend's node); give --node-name to set it` };
   const h = hostname();
@@ -69,9 +70,10 @@ function nodeNameOf(deps: DiagnoseDeps, services: ReturnType<typeof listServices
 async function context(deps: DiagnoseDeps, filter: { namespace?: string; service?: string }) {
   const input = await deps.input();
   const names = deps.names();
-  const services = listServices(deps.maps, names, filter);
+  // Read a slice at a time: in the agent, every Service's tables are seconds of work at 10,000 Services.
+  const services = await listServicesAsync(deps.maps, names, filter);
   // The node name decides which endpoints are local: the flag, else the maps' own view.
-  const nn = nodeNameOf(deps, deps.nodeName || !filter.service ? services : listServices(deps.maps, names, {}));
+  const nn = nodeNameOf(deps, deps.nodeName || !filter.service ? services : await listServicesAsync(deps.maps, names, {}));
   let node: NodeInfo = { name: nn.name, addresses: [] };
   let objects: ExplainObjects | undefined;
   if (input) {
@@ -89,7 +91,7 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
     serviceProxyName: deps.serviceProxyName,
     objects,
     desired: input?.desired,
-    kernel: { services, backendCounters: backendCounters(deps.maps, ids), drift: await deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
+    kernel: { services, backendCounters: ids ? backendCounters(deps.maps, ids) : (await readRawCountersAsync(deps.maps)).be, drift: await deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
   });
   return { explainer, guessed: nn.guessed, node, source: objects?.source ?? null };
 }

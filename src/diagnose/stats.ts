@@ -12,7 +12,7 @@
  */
 import type { InspectMaps } from '../dataplane/maps.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
-import { hostPort, listServices, u64, type Filter, type Names } from '../dataplane/inspect.js';
+import { hostPort, listServices, listServicesAsync, u64, type Filter, type Names, type ServiceEntry } from '../dataplane/inspect.js';
 
 export interface Counters4 {
   connections: number;
@@ -152,8 +152,14 @@ function rate(now: Counters4, before: Counters4 | undefined, sec: number): Count
  * The counters per Service port (the frontends' tables tell which backends a
  * port has and their shares), with rates against `before` when given.
  */
-export function readStats(maps: InspectMaps, names: Names, filter: Filter = {}, before?: RawCounters, raw: RawCounters = readRawCounters(maps)): StatsReport {
-  const services = listServices(maps, names, filter);
+export function readStats(
+  maps: InspectMaps,
+  names: Names,
+  filter: Filter = {},
+  before?: RawCounters,
+  raw: RawCounters = readRawCounters(maps),
+  services: ServiceEntry[] = listServices(maps, names, filter),
+): StatsReport {
   const byPort = new Map<string, typeof services>();
   for (const s of services) {
     const k = s.service === null ? `#${s.svcId}` : `${s.namespace}/${s.service}:${s.portName}/${s.protocol}`;
@@ -287,7 +293,8 @@ export class StatsSampler {
       }
     }
     const t = this.now();
-    return readStats(this.maps, names, filter, this.base(t), await readRawCountersAsync(this.maps, t));
+    const raw = await readRawCountersAsync(this.maps, t);
+    return readStats(this.maps, names, filter, this.base(t), raw, await listServicesAsync(this.maps, names, filter));
   }
 }
 

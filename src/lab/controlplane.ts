@@ -38,6 +38,17 @@ export const CP_IP6 = 'fd10::2';
 export const APISERVER_PORT = 6443;
 /** The lab's ClusterIP ranges (src/lab/objects.ts uses addresses from these). */
 export const SERVICE_CIDRS = ['10.96.0.0/16', 'fd10:96::/112'];
+
+/**
+ * The ClusterIP of the k-th filler Service of the benchmarks (k < 61,440):
+ * 10.96.128.0/17 first, then 10.96.16.0 – 10.96.127.255 (the tests and the
+ * benchmarks' own Services live below 10.96.16.0).
+ */
+export function fillerClusterIp(k: number): string {
+  if (!Number.isInteger(k) || k < 0 || k >= 61_440) throw new RangeError(`filler Service ${k}: the lab's Service range holds 61,440 of them`);
+  const n = k < 32_768 ? (128 << 8) + k : (16 << 8) + (k - 32_768);
+  return `10.96.${n >> 8}.${n & 255}`;
+}
 /** The lab's pod ranges (10.244.N.0/24, fd10:244:N::/64 per node). */
 export const CLUSTER_CIDRS = ['10.244.0.0/16', 'fd10:244::/48'];
 export const APISERVER_INTERNAL_URL = `https://${CP_IP}:${APISERVER_PORT}`;
