@@ -119,7 +119,14 @@ function goals(r: Results): Goal[] {
   const out: Goal[] = [];
   const sw = (s: number) => findBlock(r, 'switchyard', s);
   const ipt = (s: number) => findBlock(r, 'iptables', s);
-  const nm = (s: number, what: string): Goal => ({ goal: what, figure: `not measured (${n0(s)} Services not in this run)`, target: '', met: undefined });
+  // Why a goal has no figure: the scale was not run, or a block of it failed (say, no first sync in time).
+  const nm = (s: number, what: string): Goal => {
+    const failed = r.blocks.filter((b) => b.services === s && b.error);
+    const why = failed.length
+      ? failed.map((b) => `${LABEL[b.dataplane]} at ${n0(s)} Services: ${b.error!.split('\n')[0].split(': ')[0]}`).join('; ')
+      : `${n0(s)} Services not in this run`;
+    return { goal: what, figure: `not measured (${why})`, target: '', met: undefined };
+  };
   {
     const b = sw(10000);
     const g = 'east-west latency at 10,000 Services within 3 % of direct pod IP (p50)';

@@ -6,7 +6,7 @@
  *   node dist/bench/report.js [--quick] [--scales 100,1000,10000] [--endpoints 10]
  *        [--dataplanes switchyard,iptables,nftables] [--out DIR] [--prefix sybn] [--port-base 19700]
  *        [--latency-count N] [--rate-seconds S] [--concurrency C] [--conntrack-connections N]
- *        [--reps N] [--churn-rate R] [--churn-seconds S]
+ *        [--reps N] [--churn-rate R] [--churn-seconds S] [--sync-timeout MIN]
  *   node dist/bench/report.js --render DIR/results.json     (rewrites report.md and the charts)
  *
  * One lab (src/lab/lab.ts: two nodes, pods, an external namespace) with a
@@ -79,6 +79,7 @@ const { values: argv } = parseArgs({
     reps: { type: 'string' },
     'churn-rate': { type: 'string', default: '50' },
     'churn-seconds': { type: 'string' },
+    'sync-timeout': { type: 'string', default: '30' },
     render: { type: 'string' },
   },
 });
@@ -113,7 +114,10 @@ const opts = {
   reps: Number(argv.reps ?? (quick ? 3 : 12)),
   churnRate: Number(argv['churn-rate']),
   churnSeconds: Number(argv['churn-seconds'] ?? (quick ? 3 : 30)),
+  /** Minutes a dataplane gets for its first sync; past that its block reads "did not sync within N min". */
+  syncTimeoutMin: Number(argv['sync-timeout']),
 };
+if (!(opts.syncTimeoutMin > 0)) throw new Error(`--sync-timeout: minutes > 0, got ${argv['sync-timeout']}`);
 for (const s of opts.scales) if (!Number.isInteger(s) || s < 3) throw new Error(`--scales: integers >= 3 (target, probe and at least one filler), got ${s}`);
 for (const d of opts.dataplanes) if (!DATAPLANES.includes(d)) throw new Error(`--dataplanes: one of ${DATAPLANES.join(', ')}, got ${d}`);
 
@@ -782,7 +786,9 @@ async function main(): Promise<void> {
         scrubNodes();
         const start = Date.now();
         running = await startDataplane(dp, api, scale);
-        const done = await running.waitSynced(start, 1_800_000);
+        const done = await running.waitSynced(start, opts.syncTimeoutMin * 60_000).catch((e: Error) => {
+          throw new Error(`did not sync within ${opts.syncTimeoutMin} min (--sync-timeout): ${e.message}`);
+        });
         b.coldSyncMs = { n1: Math.round(done.n1 - start), n2: Math.round(done.n2 - start) };
         log(`  synced: n1 ${b.coldSyncMs.n1} ms, n2 ${b.coldSyncMs.n2} ms`);
         const quietMs = await waitQuiet(running, 30_000);
