@@ -223,6 +223,8 @@ export class StatsSampler {
   private timer?: NodeJS.Timeout;
   private enabled = false;
   private lastDemand = 0;
+  /** Requests waiting for their first window (the sampler does not stop under them). */
+  private waiting = 0;
 
   constructor(
     private readonly maps: InspectMaps,
@@ -256,7 +258,7 @@ export class StatsSampler {
     this.lastDemand = this.now();
     if (this.timer || !this.enabled) return;
     this.timer = setInterval(() => {
-      if (this.now() - this.lastDemand > this.idleMs) this.pause();
+      if (this.waiting === 0 && this.now() - this.lastDemand > this.idleMs) this.pause();
       else void this.sample();
     }, this.intervalMs);
     this.timer.unref();
@@ -267,7 +269,8 @@ export class StatsSampler {
     this.running ??= readRawCountersAsync(this.maps, this.now())
       .then((r) => {
         this.samples.push(r);
-        if (this.samples.length > 2) this.samples.shift();
+        // Keep the newest sample at least a second older than this one (and nothing older than it).
+        while (this.samples.length > 2 && r.at - this.samples[1].at >= 1000) this.samples.shift();
       })
       .catch(() => {
         /* the maps could not be read now; the next sample tries again */
@@ -287,9 +290,16 @@ export class StatsSampler {
     if (this.enabled) {
       this.demand();
       if (!this.base()) {
-        if (!this.samples.length) await this.sample();
-        const newest = this.samples[this.samples.length - 1];
-        if (newest) await new Promise((r) => setTimeout(r, Math.max(0, newest.at + 1000 - this.now())));
+        this.waiting++;
+        try {
+          if (!this.samples.length) await this.sample();
+          const newest = this.samples[this.samples.length - 1];
+          // Timers may fire a millisecond early against the wall clock: wait until the window is there.
+          for (let i = 0; newest && !this.base() && i < 50; i++) await new Promise((r) => setTimeout(r, Math.max(5, newest.at + 1000 - this.now())));
+        } finally {
+          this.waiting--;
+          this.lastDemand = this.now();
+        }
       }
     }
     const t = this.now();
