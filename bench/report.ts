@@ -56,7 +56,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { Lab, defaultSpec, runJson, type LabSpec } from '../src/lab/lab.js';
 import { APISERVER_INTERNAL_URL, ControlPlane, fillerClusterIp } from '../src/lab/controlplane.js';
-import { KubeProxy } from '../src/lab/kubeproxy.js';
+import { KubeProxy, flushLegacyIptables, legacyIptablesRules, type IptablesBackend } from '../src/lab/kubeproxy.js';
 import { endpointSlice, service } from '../src/lab/objects.js';
 import { repoRoot } from '../src/bpf/native.js';
 import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../src/maglev/index.js';
@@ -80,6 +80,7 @@ const { values: argv } = parseArgs({
     'churn-rate': { type: 'string', default: '50' },
     'churn-seconds': { type: 'string' },
     'sync-timeout': { type: 'string', default: '30' },
+    'iptables-backend': { type: 'string', default: 'legacy' },
     render: { type: 'string' },
   },
 });
@@ -116,7 +117,10 @@ const opts = {
   churnSeconds: Number(argv['churn-seconds'] ?? (quick ? 3 : 30)),
   /** Minutes a dataplane gets for its first sync; past that its block reads "did not sync within N min". */
   syncTimeoutMin: Number(argv['sync-timeout']),
+  /** Which iptables kube-proxy's iptables mode runs (docs/benchmarks.md: why legacy by default). */
+  iptablesBackend: argv['iptables-backend'] as IptablesBackend,
 };
+if (opts.iptablesBackend !== 'legacy' && opts.iptablesBackend !== 'nft') throw new Error(`--iptables-backend: legacy or nft, got ${argv['iptables-backend']}`);
 if (!(opts.syncTimeoutMin > 0)) throw new Error(`--sync-timeout: minutes > 0, got ${argv['sync-timeout']}`);
 for (const s of opts.scales) if (!Number.isInteger(s) || s < 3) throw new Error(`--scales: integers >= 3 (target, probe and at least one filler), got ${s}`);
 for (const d of opts.dataplanes) if (!DATAPLANES.includes(d)) throw new Error(`--dataplanes: one of ${DATAPLANES.join(', ')}, got ${d}`);
@@ -349,7 +353,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
       },
     };
   }
-  const kps = NODES.map((n) => new KubeProxy(lab, cp!, n, { mode: dp }));
+  const kps = NODES.map((n) => new KubeProxy(lab, cp!, n, { mode: dp, iptablesBackend: opts.iptablesBackend }));
   for (const kp of kps) {
     kp.start();
     proxies.push(kp);
@@ -379,6 +383,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
 function scrubNodes(): void {
   for (const n of NODES) {
     inNs(lab.ns(n), ['nft', 'flush', 'ruleset']);
+    if (opts.iptablesBackend === 'legacy') flushLegacyIptables(lab.ns(n));
     conntrackFlush(n);
   }
 }
@@ -612,7 +617,7 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
     rss[n] = m.rss;
     peak[n] = m.hwm;
     const c = nftCounts(n);
-    rules[n] = c.rules;
+    rules[n] = c.rules + (r.dp === 'iptables' && opts.iptablesBackend === 'legacy' ? legacyIptablesRules(lab.ns(n)) : 0);
     elems[n] = c.elements;
   }
   if (r.dp === 'switchyard') {

@@ -83,7 +83,7 @@ export interface BlockResult {
     bpfMapBytesByMap?: Record<string, number>;
     /** switchyard: entries in its BPF maps. */
     mapEntries?: PerNode;
-    /** nftables rules in the node's namespace (iptables-nft rules are nftables rules). */
+    /** nftables rules in the node's namespace (iptables-nft rules are nftables rules), plus legacy iptables rules for kube-proxy iptables on the legacy backend. */
     rules: PerNode;
     /** Elements of nftables sets and maps (kube-proxy's nftables mode keeps Services in maps). */
     setElements: PerNode;
@@ -142,6 +142,8 @@ export interface Results {
     reps: number;
     churnRate: number;
     churnSeconds: number;
+    /** kube-proxy iptables mode's iptables: legacy (x_tables) or nft (absent in older results: nft). */
+    iptablesBackend?: 'legacy' | 'nft';
   };
   machine: Machine;
   blocks: BlockResult[];

@@ -233,7 +233,7 @@ interface ScrapeRead {
 }
 
 /** Counters grouped into series between two turns of the event loop. */
-const ROW_SLICE = 2048;
+const ROW_SLICE = 256;
 
 async function readScrape(d: DatapathMetricsDeps, rows: (r: ScrapeRead) => Generator<void>): Promise<ScrapeRead> {
   const maps = await mapStatsAsync(d.maps.bpfRoot);

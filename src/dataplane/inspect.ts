@@ -203,7 +203,7 @@ interface FrontendRow {
 function* frontendRowSteps(maps: InspectMaps, names: Names, q: ServiceQuery, rows: FrontendRow[]): Generator<void> {
   for (const family of [4, 6] as const) {
     const map = family === 4 ? maps.svc4 : maps.svc6;
-    for (const slice of map.dumpSlices(4096)) {
+    for (const slice of map.dumpSlices(512)) {
       for (const { key, value } of slice) {
         const n = names.svc(value.readUInt32LE(0));
         if (!matchService(n, q)) continue;
@@ -385,7 +385,7 @@ function keepServiceRows(maps: InspectMaps, q: PagedQuery, rows: FrontendRow[]):
 }
 
 /** Entries of a page built between two turns of the event loop. */
-const ENTRY_SLICE = 32;
+const ENTRY_SLICE = 8;
 
 function* servicesPageSteps(maps: InspectMaps, names: Names, q: PagedQuery, rows: FrontendRow[], page: ListPage<ServiceEntry>): Generator<void> {
   const limit = q.limit ?? Number.POSITIVE_INFINITY;

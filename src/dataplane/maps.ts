@@ -166,7 +166,7 @@ export async function mapStatsAsync(bpfRoot: string): Promise<MapStat[]> {
 }
 
 /** Entries are counted a batch of COUNT_BATCH at a time: a full 262,144-entry flow map never holds the caller in one go. */
-const COUNT_BATCH = 8192;
+const COUNT_BATCH = 2048;
 
 function* mapStatSteps(bpfRoot: string, out: MapStat[]): Generator<void> {
   if (!existsSync(bpfRoot)) return;

@@ -138,7 +138,7 @@ export interface ReconcilerNames {
 }
 
 /** Entries handled between two turns of the event loop in syncAsync(). */
-const NAMES_SLICE = 4096;
+const NAMES_SLICE = 512;
 
 /**
  * What one pinned entry holds, with the reconciler's object it was last

@@ -976,7 +976,7 @@ export class Reconciler {
   private generation = 0;
 
   private *driftSteps(deep: boolean, out: DriftEntry[]): Generator<void> {
-    const SLICE = 4096;
+    const SLICE = 512;
     const svcName = (st?: FrontendState) => (st && st.servicePort.name ? servicePortKey(st.servicePort) : undefined);
     // Service entries.
     const expectSvc = new Map<string, [string, FrontendState]>();

@@ -102,7 +102,7 @@ function* rawCounterSteps(maps: InspectMaps, out: RawCounters): Generator<void> 
     return { connections: t[0], refused: t[1], packets: t[2], bytes: t[3] };
   };
   for (const map of [maps.svc4, maps.svc6]) {
-    for (const slice of map.dumpSlices(1024)) {
+    for (const slice of map.dumpSlices(256)) {
       for (const { value } of slice) {
         const id = value.readUInt32LE(0);
         key.writeUInt32LE(id);
@@ -113,7 +113,7 @@ function* rawCounterSteps(maps: InspectMaps, out: RawCounters): Generator<void> 
   }
   const m = maps.beStats;
   if (!m) return;
-  for (const slice of m.dumpSlices(2048)) {
+  for (const slice of m.dumpSlices(512)) {
     for (const { key: k, value } of slice) out.be.set(k.readUInt32LE(0), sum(m, value));
     yield;
   }

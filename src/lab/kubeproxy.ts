@@ -8,7 +8,7 @@
  * socket hooks, so its packets to a ClusterIP reach the node's netfilter rules.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Lab } from './lab.js';
@@ -28,6 +28,55 @@ export interface KubeProxyOptions {
    * which is the machine's.
    */
   clusterNode?: boolean;
+  /**
+   * iptables mode: which iptables the `iptables`, `iptables-save` and `iptables-restore` kube-proxy
+   * runs are (default: the machine's, iptables-nft on Debian 12). `legacy` puts the -legacy
+   * binaries first on its PATH, as the kube-proxy image's iptables wrapper does on a legacy host.
+   */
+  iptablesBackend?: IptablesBackend;
+}
+
+export type IptablesBackend = 'nft' | 'legacy';
+
+const IPTABLES_TOOLS = ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore'];
+
+/** A directory of `iptables*` links to the legacy binaries, for the front of a PATH. */
+function legacyIptablesDir(under: string): string {
+  const dir = join(under, 'iptables-legacy-bin');
+  mkdirSync(dir, { recursive: true });
+  for (const tool of IPTABLES_TOOLS) {
+    const target = execFileSync('sh', ['-c', `command -v ${tool.replace(/^(ip6?tables)/, '$1-legacy')}`], { encoding: 'utf8' }).trim();
+    if (!target) throw new Error(`${tool}: no legacy binary (apt-get install iptables)`);
+    const link = join(dir, tool);
+    rmSync(link, { force: true });
+    symlinkSync(target, link);
+  }
+  return dir;
+}
+
+/** Removes every rule and chain of the legacy iptables tables in a namespace (what kube-proxy left). */
+export function flushLegacyIptables(ns: string): void {
+  for (const bin of ['iptables-legacy', 'ip6tables-legacy']) {
+    for (const table of ['nat', 'filter', 'mangle']) {
+      for (const op of ['-F', '-X']) {
+        try {
+          execFileSync('ip', ['netns', 'exec', ns, bin, '-w', '-t', table, op], { stdio: 'ignore' });
+        } catch {
+          /* table not loaded */
+        }
+      }
+    }
+  }
+}
+
+/** Rules (`-A` lines) in a namespace's legacy iptables and ip6tables. */
+export function legacyIptablesRules(ns: string): number {
+  let n = 0;
+  for (const bin of ['iptables-legacy-save', 'ip6tables-legacy-save']) {
+    const text = execFileSync('ip', ['netns', 'exec', ns, bin], { encoding: 'utf8', maxBuffer: 1 << 30 });
+    for (let i = text.indexOf('\n-A '); i >= 0; i = text.indexOf('\n-A ', i + 1)) n++;
+  }
+  return n;
 }
 
 export class KubeProxy {
@@ -79,7 +128,10 @@ export class KubeProxy {
         ...(this.opts.mode === 'nftables' ? { nftables: { minSyncPeriod: '1s', syncPeriod: '30s' } } : {}),
       }),
     );
-    this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName);
+    const env = this.opts.iptablesBackend === 'legacy' && (this.opts.mode ?? 'iptables') === 'iptables'
+      ? { ...process.env, PATH: `${legacyIptablesDir(this.cp.dir)}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` }
+      : process.env;
+    this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName, env);
   }
 
   log(): string {

@@ -1,0 +1,68 @@
+/**
+ * The sliced-work runner: the agent's whole-map walks let other work run
+ * (a request, a timer) while they go on, and give up when told to.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { runSteps, runStepsAsync } from '../../src/util/steps.js';
+
+/** `n` slices of `ms` of busy work each. */
+function* busy(n: number, ms: number, done: { slices: number }): Generator<void> {
+  for (let i = 0; i < n; i++) {
+    const end = performance.now() + ms;
+    while (performance.now() < end) {
+      /* work */
+    }
+    done.slices++;
+    yield;
+  }
+}
+
+test('other callbacks run between slices of a long walk; the same steps run at once without turns', async () => {
+  let ticks = 0;
+  let on = true;
+  const tick = () => {
+    ticks++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const done = { slices: 0 };
+  const before = ticks;
+  // 40 slices of 2 ms: 80 ms of work, at least 20 budgets of 4 ms.
+  assert.equal(await runStepsAsync(busy(40, 2, done)), true);
+  const during = ticks - before;
+  assert.equal(done.slices, 40);
+  assert.ok(during >= 10, `another callback ran ${during} times during 80 ms of sliced work`);
+  const sync = { slices: 0 };
+  const t = ticks;
+  runSteps(busy(10, 1, sync));
+  assert.equal(sync.slices, 10);
+  assert.equal(ticks, t, 'runSteps takes no turn');
+  on = false;
+});
+
+test('cheap slices share a turn: 100,000 empty slices take far fewer turns than slices', async () => {
+  let ticks = 0;
+  let on = true;
+  const tick = () => {
+    ticks++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const done = { slices: 0 };
+  const before = ticks;
+  await runStepsAsync(busy(100_000, 0, done));
+  on = false;
+  assert.equal(done.slices, 100_000);
+  assert.ok(ticks - before < 10_000, `${ticks - before} turns for 100,000 empty slices`);
+});
+
+test('stop() after a turn abandons the walk', async () => {
+  const done = { slices: 0 };
+  let turns = 0;
+  const finished = await runStepsAsync(busy(1000, 1, done), () => ++turns >= 2);
+  assert.equal(finished, false);
+  assert.equal(turns, 2);
+  assert.ok(done.slices < 1000, `${done.slices} slices of 1000 ran before stopping`);
+});
