@@ -259,11 +259,28 @@ class Api {
       req.end(data);
     });
   }
-  create(o: any): Promise<any> {
-    return o.kind === 'Service'
-      ? this.call('POST', '/api/v1/namespaces/default/services', o)
-      : this.call('POST', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', o);
+  /**
+   * Creates one object. A busy API server's answers that say "try again" (429, 5xx, a timeout, a
+   * dropped connection) are retried with backoff, each logged; a retried create whose first try
+   * had in fact landed (409) reads the object instead.
+   */
+  async create(o: any): Promise<any> {
+    const base = o.kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.call('POST', base, o);
+      } catch (e) {
+        const msg = (e as Error).message;
+        if (attempt > 1 && / HTTP 409:/.test(msg)) return this.call('GET', `${base}/${o.metadata.name}`);
+        if (attempt >= 6 || !/ HTTP (429|5\d\d):|timeout|ECONNRESET|EPIPE|socket hang up/.test(msg)) throw e;
+        this.retries++;
+        log(`  retrying ${o.kind} ${o.metadata.name} (${msg.slice(0, 160)})`);
+        await sleep(500 * 2 ** attempt);
+      }
+    }
   }
+  /** Creates retried because the API server asked (see create()). */
+  retries = 0;
   async createAll(objects: object[], concurrency = 16, onProgress?: (done: number) => void): Promise<void> {
     let next = 0;
     let done = 0;
