@@ -477,7 +477,9 @@ export function listBackendsPage(maps: InspectMaps, names: Names, q: PagedQuery 
     runSteps(backendIdSteps(maps, out));
     ids = keepBackendIds(maps, q, out.ids);
   }
-  return backendsPageOf(maps, names, q, ids, after);
+  const page: ListPage<BackendEntry> = { items: [], continue: null };
+  runSteps(backendsPageSteps(maps, names, q, ids, after, page));
+  return page;
 }
 
 /** listBackendsPage() for the agent: the ids are read a slice at a time, the event loop running between slices. */
@@ -489,7 +491,9 @@ export async function listBackendsPageAsync(maps: InspectMaps, names: Names, q: 
     await runStepsAsync(backendIdSteps(maps, out));
     ids = keepBackendIds(maps, q, out.ids);
   }
-  return backendsPageOf(maps, names, q, ids, after);
+  const page: ListPage<BackendEntry> = { items: [], continue: null };
+  await runStepsAsync(backendsPageSteps(maps, names, q, ids, after, page));
+  return page;
 }
 
 const backendAfter = (q: PagedQuery) => (pageAfter(q.continue, (o) => Number.isInteger(o) && (o as number) >= 0) as number | undefined) ?? -1;
@@ -520,15 +524,21 @@ function* backendIdSteps(maps: InspectMaps, out: { ids: Uint32Array }): Generato
   out.ids = ids.sort();
 }
 
-function backendsPageOf(maps: InspectMaps, names: Names, q: PagedQuery, ids: Uint32Array, after: number): ListPage<BackendEntry> {
+/**
+ * A page of backends after `after`: each entry decoded with its counters.
+ * Yields every few ids looked at (a filter may look at every backend before it
+ * fills a page).
+ */
+function* backendsPageSteps(maps: InspectMaps, names: Names, q: PagedQuery, ids: Uint32Array, after: number, page: ListPage<BackendEntry>): Generator<void> {
   const limit = q.limit ?? Number.POSITIVE_INFINITY;
   const filtered = q.namespace !== undefined || q.service !== undefined || q.backend !== undefined;
-  const out: BackendEntry[] = [];
+  const out = page.items;
   const single = maps.beStats && Number.isFinite(limit);
   const all = single ? undefined : backendCounters(maps);
   const key = Buffer.alloc(4);
   let i = firstAfter(ids, after, (id: number) => id);
-  for (; i < ids.length && out.length < limit; i++) {
+  for (let looked = 1; i < ids.length && out.length < limit; i++, looked++) {
+    if (looked % BACKEND_SLICE === 0) yield;
     const id = ids[i];
     const n = names.backend(id);
     if (filtered && !matchService(n?.service, q)) continue;
@@ -553,8 +563,10 @@ function backendsPageOf(maps: InspectMaps, names: Names, q: PagedQuery, ids: Uin
       ...(q.raw ? { raw: { key: Buffer.from(key).toString('hex'), value: value.toString('hex') } } : {}),
     });
   }
-  return { items: out, continue: i < ids.length && out.length ? pageToken(out[out.length - 1].id) : null };
+  page.continue = i < ids.length && out.length ? pageToken(out[out.length - 1].id) : null;
 }
+/** Backend ids looked at between two yields of a page (each one read, with its counters, when it matches). */
+const BACKEND_SLICE = 64;
 
 // ---------------------------------------------------------------- Maglev
 

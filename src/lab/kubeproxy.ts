@@ -128,9 +128,13 @@ export class KubeProxy {
         ...(this.opts.mode === 'nftables' ? { nftables: { minSyncPeriod: '1s', syncPeriod: '30s' } } : {}),
       }),
     );
-    const env = this.opts.iptablesBackend === 'legacy' && (this.opts.mode ?? 'iptables') === 'iptables'
-      ? { ...process.env, PATH: `${legacyIptablesDir(this.cp.dir)}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` }
-      : process.env;
+    // iptables takes a file lock (/run/xtables.lock) around every change: one per node on a real
+    // node, one for the whole machine here, so the lab's kube-proxies would wait for each other
+    // (and give up after kube-proxy's 5 s, then retry 30 s later). Each node gets its own.
+    const env: NodeJS.ProcessEnv = { ...process.env, XTABLES_LOCKFILE: join(this.cp.dir, `xtables-${this.node}.lock`) };
+    if (this.opts.iptablesBackend === 'legacy' && (this.opts.mode ?? 'iptables') === 'iptables') {
+      env.PATH = `${legacyIptablesDir(this.cp.dir)}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
+    }
     this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName, env);
   }
 

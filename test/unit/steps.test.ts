@@ -58,6 +58,47 @@ test('cheap slices share a turn: 100,000 empty slices take far fewer turns than 
   assert.ok(ticks - before < 10_000, `${ticks - before} turns for 100,000 empty slices`);
 });
 
+test('walks in progress together share one budget a turn: two walks of 2 ms slices run at most 3 slices between two turns', async () => {
+  let turnNo = 0;
+  let on = true;
+  const tick = () => {
+    turnNo++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const perTurn = new Map<number, number>();
+  function* walk(n: number): Generator<void> {
+    for (let i = 0; i < n; i++) {
+      const end = performance.now() + 2;
+      while (performance.now() < end) {
+        /* work */
+      }
+      perTurn.set(turnNo, (perTurn.get(turnNo) ?? 0) + 1);
+      yield;
+    }
+  }
+  await Promise.all([runStepsAsync(walk(20)), runStepsAsync(walk(20))]);
+  on = false;
+  const counts = [...perTurn.values()];
+  assert.equal(counts.reduce((a, b) => a + b, 0), 40);
+  // Budget 4 ms: a 2 ms slice, a second one, and the budget is spent (a third only if a clock
+  // read falls just short). Each walk with a budget of its own would run 4 a turn.
+  assert.ok(Math.max(...counts) <= 3, `slices between two turns: ${counts.join(' ')}`);
+});
+
+test('a walk that throws rejects; the others go on', async () => {
+  function* bad(): Generator<void> {
+    yield;
+    throw new Error('map gone');
+  }
+  const done = { slices: 0 };
+  const [a, b] = await Promise.allSettled([runStepsAsync(bad()), runStepsAsync(busy(5, 1, done))]);
+  assert.equal(a.status, 'rejected');
+  assert.match(String((a as PromiseRejectedResult).reason), /map gone/);
+  assert.deepEqual(b, { status: 'fulfilled', value: true });
+  assert.equal(done.slices, 5);
+});
+
 test('stop() after a turn abandons the walk', async () => {
   const done = { slices: 0 };
   let turns = 0;
