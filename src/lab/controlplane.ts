@@ -40,13 +40,15 @@ export const APISERVER_PORT = 6443;
 export const SERVICE_CIDRS = ['10.96.0.0/16', 'fd10:96::/112'];
 
 /**
- * The ClusterIP of the k-th filler Service of the benchmarks (k < 61,440):
- * 10.96.128.0/17 first, then 10.96.16.0 – 10.96.127.255 (the tests and the
- * benchmarks' own Services live below 10.96.16.0).
+ * The ClusterIP of the k-th filler Service of the benchmarks (k < 61,439):
+ * 10.96.128.0 – 10.96.255.254 first (10.96.255.255 is the range's broadcast
+ * address, which the API server refuses), then 10.96.16.0 – 10.96.127.255
+ * (the tests and the benchmarks' own Services live below 10.96.16.0).
  */
+export const FILLER_SERVICES_MAX = 32_767 + 112 * 256;
 export function fillerClusterIp(k: number): string {
-  if (!Number.isInteger(k) || k < 0 || k >= 61_440) throw new RangeError(`filler Service ${k}: the lab's Service range holds 61,440 of them`);
-  const n = k < 32_768 ? (128 << 8) + k : (16 << 8) + (k - 32_768);
+  if (!Number.isInteger(k) || k < 0 || k >= FILLER_SERVICES_MAX) throw new RangeError(`filler Service ${k}: the lab's Service range holds ${FILLER_SERVICES_MAX} of them`);
+  const n = k < 32_767 ? (128 << 8) + k : (16 << 8) + (k - 32_767);
   return `10.96.${n >> 8}.${n & 255}`;
 }
 /** The lab's pod ranges (10.244.N.0/24, fd10:244:N::/64 per node). */
