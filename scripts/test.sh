@@ -12,8 +12,20 @@ if [ "$(id -u)" != 0 ]; then
   echo "test: the lab tests need root (BPF, namespaces, cgroups); run as root" >&2
   exit 1
 fi
-node --test --test-reporter=spec dist/test/unit/
-node --test --test-concurrency=1 --test-reporter=spec dist/test/bpf/
-node --test --test-concurrency=1 --test-reporter=spec dist/test/lab/
-node --test --test-concurrency=1 --test-reporter=spec dist/test/diff/
-node --test --test-concurrency=1 --test-reporter=spec dist/test/cluster/
+# Each suite's exit status is printed, and its TAP stream kept in dist/test-NAME.tap: the
+# runner can fail a suite whose summary reads "fail 0" (a failure event outside a test), and
+# the TAP stream says what it was.
+suite() {
+  local name=$1 rc=0
+  shift
+  node --test --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="dist/test-$name.tap" "$@" || rc=$?
+  echo "test: $name suite exited $rc (TAP: dist/test-$name.tap)"
+  if [ "$rc" != 0 ]; then grep -n -B2 -A12 '^ *not ok' "dist/test-$name.tap" | head -80 || true; fi
+  return "$rc"
+}
+suite unit dist/test/unit/
+suite bpf --test-concurrency=1 dist/test/bpf/
+suite lab --test-concurrency=1 dist/test/lab/
+suite diff --test-concurrency=1 dist/test/diff/
+suite cluster --test-concurrency=1 dist/test/cluster/
