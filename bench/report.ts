@@ -335,7 +335,8 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
     const extra = ['--max-backends', String(maxBackends)];
     const pids = {} as PerNode;
     await Promise.all(NODES.map(async (n, i) => {
-      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource });
+      // Ready = first full list applied: at 50,000 Services two agents on 2 CPUs take ~50 s.
+      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource, readyMs: opts.syncTimeoutMin * 60_000 });
     }));
     return {
       dp, pids,
