@@ -334,10 +334,23 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
     const maxBackends = Math.max(262144, 2 ** Math.ceil(Math.log2(services * E * 1.25 + 1000)));
     const extra = ['--max-backends', String(maxBackends)];
     const pids = {} as PerNode;
-    await Promise.all(NODES.map(async (n, i) => {
+    const removeAgents = async () => {
+      for (const n of NODES) {
+        await lab.stopAgent(n).catch(() => {});
+        sh('nsenter', [`--net=/var/run/netns/${lab.ns(n)}`, '--', process.execPath, join(repoRoot, 'bin/switchyard.js'), 'cleanup', '--bpf-root', lab.bpfRootOf(n), '--cgroup', lab.cgroupOf(n)]);
+      }
+    };
+    // Both or neither: an agent left running after the other failed would carry the next
+    // block's traffic through its hooks.
+    const started = await Promise.allSettled(NODES.map(async (n, i) => {
       // Ready = first full list applied: at 50,000 Services two agents on 2 CPUs take ~50 s.
       pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource, readyMs: opts.syncTimeoutMin * 60_000 });
     }));
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await removeAgents();
+      throw failed.reason;
+    }
     return {
       dp, pids,
       async waitSynced(_since, timeoutMs) {
@@ -363,12 +376,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
         }));
         return done;
       },
-      async stop() {
-        for (const n of NODES) {
-          await lab.stopAgent(n);
-          sh('nsenter', [`--net=/var/run/netns/${lab.ns(n)}`, '--', process.execPath, join(repoRoot, 'bin/switchyard.js'), 'cleanup', '--bpf-root', lab.bpfRootOf(n), '--cgroup', lab.cgroupOf(n)]);
-        }
-      },
+      stop: removeAgents,
     };
   }
   const kps = NODES.map((n) => new KubeProxy(lab, cp!, n, { mode: dp, iptablesBackend: opts.iptablesBackend }));
