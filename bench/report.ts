@@ -273,14 +273,11 @@ class Api {
         const msg = (e as Error).message;
         if (attempt > 1 && / HTTP 409:/.test(msg)) return this.call('GET', `${base}/${o.metadata.name}`);
         if (attempt >= 6 || !/ HTTP (429|5\d\d):|timeout|ECONNRESET|EPIPE|socket hang up/.test(msg)) throw e;
-        this.retries++;
         log(`  retrying ${o.kind} ${o.metadata.name} (${msg.slice(0, 160)})`);
         await sleep(500 * 2 ** attempt);
       }
     }
   }
-  /** Creates retried because the API server asked (see create()). */
-  retries = 0;
   async createAll(objects: object[], concurrency = 16, onProgress?: (done: number) => void): Promise<void> {
     let next = 0;
     let done = 0;

@@ -364,7 +364,9 @@ export class Lab {
 
   /**
    * Starts the agent of a node with the file source (`o.source` replaces those
-   * flags, e.g. with a kubeconfig); resolves when /readyz says ready.
+   * flags, e.g. with a kubeconfig); resolves when /readyz says ready (its
+   * first full list applied), waiting at most `o.readyMs` (default 20 s; a
+   * benchmark at 50,000 Services needs far longer).
    *
    * By default the agent runs in the root namespace (the socket hooks need
    * bpffs and the node's cgroup, not the node's network) with the tc path
@@ -372,10 +374,6 @@ export class Lab {
    * (entered with nsenter, so bpffs and cgroupfs stay visible) and serves
    * the north-south path on the node's devices, like a hostNetwork
    * DaemonSet; its API is then reached through a unix socket.
-   */
-  /**
-   * Starts an agent and waits until it is ready (its first full list applied), at most
-   * `o.readyMs` (default 20 s; a benchmark at 50,000 Services needs far longer).
    */
   async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean; source?: string[]; readyMs?: number } = {}): Promise<number> {
     this.node(node);

@@ -18,9 +18,6 @@ export function runSteps(steps: Iterable<unknown>): void {
   }
 }
 
-/** The next turn of the event loop: timers, I/O and other requests run first. */
-export const nextTurn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
-
 /** Work of all sliced walks together in one turn of the event loop (ms). */
 export const TURN_BUDGET_MS = 4;
 

@@ -7,78 +7,72 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { runSteps, runStepsAsync } from '../../src/util/steps.js';
 
-/** `n` slices of `ms` of busy work each. */
-function* busy(n: number, ms: number, done: { slices: number }): Generator<void> {
+/** `n` slices of `ms` of busy work each; `onSlice` after each. */
+function* busy(n: number, ms: number, done: { slices: number }, onSlice?: () => void): Generator<void> {
   for (let i = 0; i < n; i++) {
     const end = performance.now() + ms;
     while (performance.now() < end) {
       /* work */
     }
     done.slices++;
+    onSlice?.();
     yield;
   }
 }
 
-test('other callbacks run between slices of a long walk; the same steps run at once without turns', async () => {
-  let ticks = 0;
+/** Counts turns of the event loop (a callback that runs once per turn) until stopped. */
+function turnCounter(): { readonly turns: number; stop(): void } {
+  let turns = 0;
   let on = true;
   const tick = () => {
-    ticks++;
+    turns++;
     if (on) setImmediate(tick);
   };
   setImmediate(tick);
+  return {
+    get turns() {
+      return turns;
+    },
+    stop() {
+      on = false;
+    },
+  };
+}
+
+test('other callbacks run between slices of a long walk; the same steps run at once without turns', async () => {
+  const turns = turnCounter();
   const done = { slices: 0 };
-  const before = ticks;
+  const before = turns.turns;
   // 40 slices of 2 ms: 80 ms of work, at least 20 budgets of 4 ms.
   assert.equal(await runStepsAsync(busy(40, 2, done)), true);
-  const during = ticks - before;
+  const during = turns.turns - before;
   assert.equal(done.slices, 40);
   assert.ok(during >= 10, `another callback ran ${during} times during 80 ms of sliced work`);
   const sync = { slices: 0 };
-  const t = ticks;
+  const t = turns.turns;
   runSteps(busy(10, 1, sync));
   assert.equal(sync.slices, 10);
-  assert.equal(ticks, t, 'runSteps takes no turn');
-  on = false;
+  assert.equal(turns.turns, t, 'runSteps takes no turn');
+  turns.stop();
 });
 
 test('cheap slices share a turn: 100,000 empty slices take far fewer turns than slices', async () => {
-  let ticks = 0;
-  let on = true;
-  const tick = () => {
-    ticks++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
+  const turns = turnCounter();
   const done = { slices: 0 };
-  const before = ticks;
+  const before = turns.turns;
   await runStepsAsync(busy(100_000, 0, done));
-  on = false;
+  turns.stop();
   assert.equal(done.slices, 100_000);
-  assert.ok(ticks - before < 10_000, `${ticks - before} turns for 100,000 empty slices`);
+  assert.ok(turns.turns - before < 10_000, `${turns.turns - before} turns for 100,000 empty slices`);
 });
 
 test('walks in progress together share one budget a turn: two walks of 2 ms slices run at most 3 slices between two turns', async () => {
-  let turnNo = 0;
-  let on = true;
-  const tick = () => {
-    turnNo++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
+  const turns = turnCounter();
   const perTurn = new Map<number, number>();
-  function* walk(n: number): Generator<void> {
-    for (let i = 0; i < n; i++) {
-      const end = performance.now() + 2;
-      while (performance.now() < end) {
-        /* work */
-      }
-      perTurn.set(turnNo, (perTurn.get(turnNo) ?? 0) + 1);
-      yield;
-    }
-  }
-  await Promise.all([runStepsAsync(walk(20)), runStepsAsync(walk(20))]);
-  on = false;
+  const count = () => perTurn.set(turns.turns, (perTurn.get(turns.turns) ?? 0) + 1);
+  const done = { slices: 0 };
+  await Promise.all([runStepsAsync(busy(20, 2, done, count)), runStepsAsync(busy(20, 2, done, count))]);
+  turns.stop();
   const counts = [...perTurn.values()];
   assert.equal(counts.reduce((a, b) => a + b, 0), 40);
   // Budget 4 ms: a 2 ms slice, a second one, and the budget is spent (a third only if a clock
