@@ -276,7 +276,12 @@ enum sy_tc_counter {
 	SY_TC_PASS_MALFORMED = 17,  /* header fields that make no sense (IHL < 5, TCP doff < 5) */
 	SY_TC_PASS_LOCAL_SOCKET = 18, /* no flow, but a node's own socket owns the tuple: passed */
 	SY_TC_CT_REV_REBUILT = 19,  /* an evicted reverse entry rebuilt from its forward entry */
-	SY_TC__MAX = 24,
+	SY_TC_PASS_CONNTRACK = 20,  /* no flow, and the kernel's conntrack holds the tuple as a reply: passed */
+	SY_TC_PASS_NO_START = 21,   /* no flow, and a TCP SYN-ACK or RST cannot start one: passed */
+	SY_TC_FLOW_REUSED = 22,     /* a SYN reused the ports of a closed or answered flow: a new connection */
+	SY_TC_FLOW_ADOPTED = 23,    /* a TCP flow picked up mid-stream (evicted entry, flow moved from a node) */
+	SY_TC_REV_STALE = 24,       /* a reply matched a closed or expired flow: entry dropped, passed */
+	SY_TC__MAX = 32,
 };
 
 #endif /* SY_COMMON_H */

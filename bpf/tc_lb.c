@@ -158,15 +158,17 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 
 		be_addr = ct->addr;
 		be_port = ct->port;
-		flags = ct->flags;
-		if (p->proto == IPPROTO_TCP)
-			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+		flags = sy_flow_state(ct->flags, p);
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
 		be_id = ct->backend_id;
-		/* The reverse entry was evicted (LRU): rebuild it, or the replies go out untranslated. */
-		if (!bpf_map_lookup_elem(&sy_ct4, &rk)) {
+		/*
+		 * The reverse entry was evicted (LRU): rebuild it, or the replies go
+		 * out untranslated. Not for a closed flow: its reverse entry was
+		 * dropped because the client's port now talks to the backend directly.
+		 */
+		if (!sy_ct_closed(flags) && !bpf_map_lookup_elem(&sy_ct4, &rk)) {
 			struct sy_ct4_val rv = {
 				.addr = p->daddr[0], .port = p->dport, .flags = flags, .svc_id = svc_id,
 				.backend_id = ct->backend_id, .last_seen_ns = now,
@@ -187,8 +189,10 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		int why;
 
 		svc = bpf_map_lookup_elem(&sy_svc4, &sk);
-		if (!svc || sy_local_socket(skb, p))
+		if (!svc || sy_may_start(skb, p) == SY_START_PASS)
 			return TC_ACT_UNSPEC;
+		if (ct && sy_pure_syn(p))
+			sy_tc_count(SY_TC_FLOW_REUSED);
 		ext = bpf_map_lookup_elem(&sy_ext4, &sk);
 		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed4(&sk, p->saddr[0])) {
 			sy_tc_count(SY_TC_DROP_SRC_RANGE);
@@ -262,7 +266,6 @@ static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_UNSPEC;
 	fe_addr = rv->addr;
 	fe_port = rv->port;
-	rv->last_seen_ns = now;
 	fk.saddr = p->daddr[0];
 	fk.daddr = fe_addr;
 	fk.sport = p->dport;
@@ -270,6 +273,12 @@ static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
 	fk.proto = p->proto;
 	fk.dir = SY_CT_FWD;
 	fv = bpf_map_lookup_elem(&sy_ct4, &fk);
+	if (fv ? sy_rev_stale(fv->flags, fv->last_seen_ns, p, now) : sy_rev_stale(rv->flags, rv->last_seen_ns, p, now)) {
+		bpf_map_delete_elem(&sy_ct4, &k);
+		sy_tc_count(SY_TC_REV_STALE);
+		return TC_ACT_UNSPEC;
+	}
+	rv->last_seen_ns = now;
 	if (fv) {
 		__u16 flags = fv->flags | SY_CT_F_REPLIED;
 
@@ -427,16 +436,14 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 
 		__builtin_memcpy(be_addr, ct->addr, 16);
 		be_port = ct->port;
-		flags = ct->flags;
-		if (p->proto == IPPROTO_TCP)
-			flags = sy_tcp_state(flags, p->tcp_flags, 0);
+		flags = sy_flow_state(ct->flags, p);
 		ct->flags = flags;
 		ct->last_seen_ns = now;
 		svc_id = ct->svc_id;
 		be_id = ct->backend_id;
 		__builtin_memcpy(rk.saddr, be_addr, 16);
 		__builtin_memcpy(rk.daddr, p->saddr, 16);
-		if (!bpf_map_lookup_elem(&sy_ct6, &rk)) {
+		if (!sy_ct_closed(flags) && !bpf_map_lookup_elem(&sy_ct6, &rk)) {
 			struct sy_ct6_val rv = {
 				.port = p->dport, .flags = flags, .svc_id = svc_id, .backend_id = ct->backend_id,
 				.last_seen_ns = now,
@@ -458,8 +465,10 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 
 		__builtin_memcpy(sk.addr, p->daddr, 16);
 		svc = bpf_map_lookup_elem(&sy_svc6, &sk);
-		if (!svc || sy_local_socket(skb, p))
+		if (!svc || sy_may_start(skb, p) == SY_START_PASS)
 			return TC_ACT_UNSPEC;
+		if (ct && sy_pure_syn(p))
+			sy_tc_count(SY_TC_FLOW_REUSED);
 		ext = bpf_map_lookup_elem(&sy_ext6, &sk);
 		if (ext && (ext->flags & SY_EXT_F_SRC_RANGES) && !sy_src_allowed6(&sk, p->saddr)) {
 			sy_tc_count(SY_TC_DROP_SRC_RANGE);
@@ -529,7 +538,6 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 		return TC_ACT_UNSPEC;
 	__builtin_memcpy(fe_addr, rv->addr, 16);
 	fe_port = rv->port;
-	rv->last_seen_ns = now;
 	__builtin_memcpy(fk.saddr, p->daddr, 16);
 	__builtin_memcpy(fk.daddr, fe_addr, 16);
 	fk.sport = p->dport;
@@ -537,6 +545,12 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 	fk.proto = p->proto;
 	fk.dir = SY_CT_FWD;
 	fv = bpf_map_lookup_elem(&sy_ct6, &fk);
+	if (fv ? sy_rev_stale(fv->flags, fv->last_seen_ns, p, now) : sy_rev_stale(rv->flags, rv->last_seen_ns, p, now)) {
+		bpf_map_delete_elem(&sy_ct6, &k);
+		sy_tc_count(SY_TC_REV_STALE);
+		return TC_ACT_UNSPEC;
+	}
+	rv->last_seen_ns = now;
 	if (fv) {
 		__u16 flags = fv->flags | SY_CT_F_REPLIED;
 

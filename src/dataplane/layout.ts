@@ -170,8 +170,9 @@ export const TC_COUNTERS = [
   'new_flow', 'xlate_fwd', 'xlate_rev', 'icmp_fwd', 'icmp_rev', 'pass_non_ip', 'pass_truncated', 'pass_fragment',
   'pass_ipv6_ext', 'pass_other_l4', 'ip_options', 'drop_no_backend', 'drop_no_local_backend', 'drop_source_range',
   'drop_no_table', 'drop_family', 'ct_full', 'pass_malformed', 'pass_local_socket', 'ct_rev_rebuilt',
+  'pass_conntrack', 'pass_no_start', 'flow_reused', 'flow_adopted', 'rev_stale',
 ] as const;
-export const TC_COUNTER_SLOTS = 24;
+export const TC_COUNTER_SLOTS = 32;
 
 export interface ExtVal { flags: number }
 export interface SrcRange4Key { prefixlen: number; feAddr: string; fePort: number; proto: number; src: string }

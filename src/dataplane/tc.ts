@@ -24,6 +24,8 @@ import { ALL_STRUCTS, TC_COUNTERS, TC_COUNTER_SLOTS, checkLayouts, ct4KeyCodec, 
 import { DEFAULTS, configureMapSizes, mapFds, type MapSizes } from './datapath.js';
 
 export const TC_LB_OBJECT = join(repoRoot, 'bpf', 'tc_lb.o');
+/** The same programs built without the kernel conntrack kfunc (Linux < 5.18, or no nf_conntrack). */
+export const TC_LB_NOCT_OBJECT = join(repoRoot, 'bpf', 'tc_lb_noct.o');
 
 /** Handle and priority of switchyard's clsact filters (fallback attachment). */
 export const TC_HANDLE = 0x5359; // "SY"
@@ -46,6 +48,18 @@ export interface TcOptions extends Partial<MapSizes> {
   masqMark?: number;
   ct?: Partial<CtTimeouts>;
   objectPath?: string;
+  /**
+   * Ask the kernel's conntrack before taking a packet that cannot start a
+   * flow (bpf_skb_ct_lookup). 'auto' (default): when the kernel has the
+   * kfunc; 'off': never (loads tc_lb_noct.o).
+   */
+  conntrackLookup?: 'auto' | 'off';
+}
+
+/** Whether the loaded programs consult the kernel's conntrack, and why not. */
+export interface ConntrackLookupState {
+  enabled: boolean;
+  reason?: string;
 }
 
 export type TcAttachMode = 'auto' | 'tcx' | 'clsact';
@@ -72,6 +86,7 @@ export class TcDatapath {
   readonly ct6;
   readonly stats;
   readonly attachments: TcAttachment[] = [];
+  conntrackLookup: ConntrackLookupState = { enabled: false };
   private readonly programs: Map<string, NativeProgram>;
 
   private constructor(
@@ -95,12 +110,25 @@ export class TcDatapath {
    * map whose size differs).
    */
   static load(o: TcOptions): TcDatapath {
+    if (o.objectPath) return TcDatapath.loadObject(o, o.objectPath, { enabled: !o.objectPath.endsWith('_noct.o') });
+    if (o.conntrackLookup === 'off') return TcDatapath.loadObject(o, TC_LB_NOCT_OBJECT, { enabled: false, reason: 'turned off (--tc-conntrack-lookup off)' });
+    try {
+      return TcDatapath.loadObject(o, TC_LB_OBJECT, { enabled: true });
+    } catch (e) {
+      // libbpf: "extern (func ksym) 'bpf_skb_ct_lookup': not found in kernel or module BTFs".
+      if (!isBpfError(e) || !/bpf_skb_ct_lookup|bpf_ct_release|ksym/i.test(e.message)) throw e;
+      const reason = `the kernel has no bpf_skb_ct_lookup kfunc (Linux >= 5.18 with nf_conntrack): ${e.message.split('\n')[0]}`;
+      return TcDatapath.loadObject(o, TC_LB_NOCT_OBJECT, { enabled: false, reason });
+    }
+  }
+
+  private static loadObject(o: TcOptions, objectPath: string, conntrack: ConntrackLookupState): TcDatapath {
     const masqMark = o.masqMark ?? DEFAULT_MASQ_MARK;
     if (!Number.isInteger(masqMark) || masqMark <= 0 || masqMark > 0xffffffff || (masqMark & (masqMark - 1)) !== 0) {
       throw new Error(`masquerade mark must be a single bit, got 0x${masqMark.toString(16)}`);
     }
     const ct = { ...DEFAULT_CT_TIMEOUTS, ...(o.ct ?? {}) };
-    const opts = { ...o, masqMark, ct, objectPath: o.objectPath ?? TC_LB_OBJECT };
+    const opts = { ...o, masqMark, ct, objectPath };
     if (!existsSync(opts.objectPath)) throw new Error(`BPF object ${opts.objectPath} missing; run "npm run build"`);
     const problems = checkLayouts(native().btfStructs(opts.objectPath, ALL_STRUCTS.map((s) => s.cStruct)));
     if (problems.length > 0) throw new Error(`C and TypeScript layouts disagree in ${opts.objectPath}:\n  ${problems.join('\n  ')}`);
@@ -132,7 +160,9 @@ export class TcDatapath {
         }
         throw e;
       }
-      return new TcDatapath(obj, opts);
+      const d = new TcDatapath(obj, opts);
+      d.conntrackLookup = conntrack;
+      return d;
     } catch (e) {
       obj.close();
       throw e;

@@ -11,6 +11,7 @@ import { ICMP, ICMP6, TCP, TH_ACK, TH_FIN, TH_PSH, TH_RST, TH_SYN, UDP, eth, icm
 import { createServer, connect, type Socket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
 import type { Frontend } from '../../src/model/types.js';
 import { DEFAULT_MASQ_MARK } from '../../src/dataplane/tc.js';
 
@@ -571,6 +572,205 @@ describe('failures and the node\'s own traffic', () => {
       udpNode.close();
       srv.close();
       h.close();
+    }
+  });
+});
+
+/** One conntrack entry made with conntrack(8) in this network namespace, removed by `drop()`. */
+function conntrackEntry(a: { proto: 'tcp' | 'udp'; src: string; dst: string; sport: number; dport: number; replySrc: string; replyDst: string; replySport: number; replyDport: number }): { drop(): void } {
+  const args = ['-I', '-p', a.proto, '-s', a.src, '-d', a.dst, '--sport', String(a.sport), '--dport', String(a.dport),
+    '--reply-src', a.replySrc, '--reply-dst', a.replyDst, '--reply-port-src', String(a.replySport), '--reply-port-dst', String(a.replyDport), '--timeout', '120'];
+  if (a.proto === 'tcp') args.push('--state', 'ESTABLISHED', '-u', 'SEEN_REPLY,ASSURED');
+  execFileSync('conntrack', args, { stdio: 'pipe' });
+  return {
+    drop() {
+      try {
+        execFileSync('conntrack', ['-D', '-p', a.proto, '-s', a.src, '-d', a.dst, '--sport', String(a.sport), '--dport', String(a.dport)], { stdio: 'pipe' });
+      } catch {
+        /* already gone */
+      }
+    },
+  };
+}
+
+describe('what the tc path owns (docs/north-south.md)', () => {
+  let h: TcHarness;
+  const POD = '10.244.1.50';
+  const SERVER = '198.51.100.7';
+  const DNS = '198.51.100.53';
+  const conntrackFlows: { drop(): void }[] = [];
+
+  before(() => {
+    requireBpf();
+    h = new TcHarness(`/sys/fs/bpf/switchyard-tctest-o-${process.pid}`);
+    h.apply(frontends());
+    assert.ok(h.tc.conntrackLookup.enabled, `this kernel has bpf_skb_ct_lookup, the programs must use it: ${h.tc.conntrackLookup.reason}`);
+  });
+  after(() => {
+    for (const c of conntrackFlows) c.drop();
+    h?.close();
+  });
+
+  test('TCP: replies to a pod masqueraded onto a NodePort port are left to conntrack; without its entry they would be taken', () => {
+    // A pod's connection to an outside server, masqueraded to N1:30080 (MASQUERADE --random-fully drew a NodePort).
+    const nat = conntrackEntry({ proto: 'tcp', src: POD, dst: SERVER, sport: 41000, dport: 443, replySrc: SERVER, replyDst: N1, replySport: 443, replyDport: 30080 });
+    conntrackFlows.push(nat);
+    const c0 = h.counters();
+    const synAck = packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_SYN | TH_ACK });
+    const r1 = h.run('ingress', synAck);
+    assert.equal(r1.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r1.out, synAck, 'the SYN-ACK goes on untouched');
+    const data = packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_ACK | TH_PSH });
+    const r2 = h.run('ingress', data);
+    assert.equal(r2.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r2.out, data, 'the server\'s data goes on untouched, to be de-masqueraded to the pod');
+    const rst = h.run('ingress', packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_RST }));
+    assert.equal(rst.verdict, TC_ACT_UNSPEC);
+    assert.equal(delta(h, c0, 'pass_no_start'), 2, 'SYN-ACK and RST cannot start a flow');
+    assert.equal(delta(h, c0, 'pass_conntrack'), 1);
+    assert.equal(delta(h, c0, 'new_flow'), 0);
+    assert.equal(delta(h, c0, 'flow_adopted'), 0);
+    assert.equal(h.tc.ct4.lookup({ saddr: SERVER, daddr: N1, sport: 443, dport: 30080, proto: TCP, dir: 0 }), undefined, 'no flow entry made');
+    // The same mid-stream packet with no conntrack entry is a flow seen mid-stream: it is adopted.
+    nat.drop();
+    const r3 = h.run('ingress', data);
+    assert.equal(r3.verdict, TC_ACT_OK);
+    assert.ok([B_LOCAL, B_REMOTE].includes(r3.pkt.dst), r3.pkt.dst);
+    assert.equal(delta(h, c0, 'flow_adopted'), 1);
+  });
+
+  test('UDP: an upstream\'s answer to a masqueraded pod on a UDP NodePort port is left to conntrack; clients still start flows', () => {
+    const nat = conntrackEntry({ proto: 'udp', src: POD, dst: DNS, sport: 41000, dport: 53, replySrc: DNS, replyDst: N1, replySport: 53, replyDport: 30053 });
+    conntrackFlows.push(nat);
+    // A client whose first datagram the kernel already saw untranslated (ORIGINAL direction): still a client.
+    const seen = conntrackEntry({ proto: 'udp', src: CLIENT, dst: N1, sport: 41500, dport: 30053, replySrc: N1, replyDst: CLIENT, replySport: 30053, replyDport: 41500 });
+    conntrackFlows.push(seen);
+    const c0 = h.counters();
+    const answer = packet(4, DNS, N1, { proto: 'udp', sport: 53, dport: 30053 });
+    const r = h.run('ingress', answer);
+    assert.equal(r.verdict, TC_ACT_UNSPEC);
+    assert.deepEqual(r.out, answer);
+    assert.equal(delta(h, c0, 'pass_conntrack'), 1);
+    const fromClient = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41500, dport: 30053 }));
+    assert.equal(fromClient.verdict, TC_ACT_OK);
+    assert.equal(fromClient.pkt.dst, B_REMOTE);
+    const fresh = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41501, dport: 30053 }));
+    assert.equal(fresh.pkt.dst, B_REMOTE);
+    assert.equal(delta(h, c0, 'new_flow'), 2);
+    nat.drop();
+    assert.equal(h.run('ingress', answer).verdict, TC_ACT_OK, 'without the conntrack entry the answer would have been taken');
+  });
+
+  test('a direct connection from the port of a NodePort flow that ended with RST gets its own replies', () => {
+    const sport = 47000;
+    const np = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    const be = np.pkt.dst;
+    assert.equal(h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK })).pkt.src, N1);
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK }));
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_RST | TH_ACK }));
+    const c0 = h.counters();
+    // The client reuses the port to talk to the backend pod directly.
+    const direct = h.run('ingress', packet(4, CLIENT, be, { proto: 'tcp', sport, dport: 8080, flags: TH_SYN }));
+    assert.equal(direct.verdict, TC_ACT_UNSPEC);
+    for (const flags of [TH_SYN | TH_ACK, TH_ACK | TH_PSH, TH_ACK]) {
+      const reply = packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags });
+      const r = h.run('egress', reply);
+      assert.equal(r.verdict, TC_ACT_UNSPEC, `flags 0x${flags.toString(16)}`);
+      assert.deepEqual(r.out, reply, 'the pod\'s reply leaves with the pod\'s address');
+    }
+    assert.equal(delta(h, c0, 'rev_stale'), 1, 'the stale reverse entry is dropped at the first reply');
+    assert.equal(delta(h, c0, 'xlate_rev'), 0);
+    // And a new NodePort connection on the same ports opens a new flow, whose replies are translated again.
+    const again = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    assert.equal(again.verdict, TC_ACT_OK);
+    assert.equal(delta(h, c0, 'flow_reused'), 1);
+    const r2 = h.run('egress', packet(4, again.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    assert.equal(r2.pkt.src, N1);
+    assert.equal(r2.pkt.sport, 30080);
+  });
+
+  test('after FIN both ways: the last ACK is translated, a SYN-ACK of a direct connection is not, and the client\'s last ACK does not bring the entry back', () => {
+    const sport = 47100;
+    const np = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    const be = np.pkt.dst;
+    h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    // The backend closes first (as an HTTP server with Connection: close), the client answers with its FIN.
+    assert.equal(h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_FIN | TH_ACK })).pkt.src, N1);
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_FIN | TH_ACK }));
+    const lastAck = h.run('egress', packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_ACK }));
+    assert.equal(lastAck.pkt.src, N1, 'the backend\'s ACK of the client\'s FIN is still translated');
+    const c0 = h.counters();
+    const synAck = packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK });
+    assert.deepEqual(h.run('egress', synAck).out, synAck, 'a SYN-ACK on the closed flow belongs to a direct connection');
+    assert.equal(delta(h, c0, 'rev_stale'), 1);
+    // A retransmitted last ACK from the client to the NodePort keeps the closed flow, without a reverse entry.
+    assert.equal(h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_ACK })).pkt.dst, be);
+    assert.equal(delta(h, c0, 'ct_rev_rebuilt'), 0);
+    const data = packet(4, be, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_ACK | TH_PSH });
+    assert.deepEqual(h.run('egress', data).out, data, 'the direct connection\'s data is not rewritten');
+  });
+
+  test('a SYN on ports of an answered flow that never closed here starts the connection with a fresh state', () => {
+    const sport = 47200;
+    const key = { saddr: CLIENT, daddr: N1, sport, dport: 30080, proto: TCP, dir: 0 };
+    const np = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    h.run('egress', packet(4, np.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_FIN | TH_ACK }));
+    assert.equal(h.tc.ct4.lookup(key)!.flags & 0b11110, 0b00110, 'replied + client FIN');
+    const c0 = h.counters();
+    const again = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    assert.equal(again.pkt.dst, np.pkt.dst, 'same backend');
+    assert.equal(delta(h, c0, 'flow_reused'), 1);
+    assert.equal(h.tc.ct4.lookup(key)!.flags & 0b11110, 0, 'the old connection\'s reply and FIN are forgotten');
+    // So the backend's FIN of the new connection does not close it on its own.
+    h.run('egress', packet(4, np.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK }));
+    h.run('egress', packet(4, np.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_FIN | TH_ACK }));
+    assert.equal(h.tc.ct4.lookup(key)!.flags & 0b11110, 0b01010, 'replied + backend FIN only');
+  });
+
+  test('IPv6: a SYN-ACK to a foreign NAT is not taken, and a reply on a reset flow is not rewritten', () => {
+    const c0 = h.counters();
+    const synAck = packet(6, 'fd10::99', N1v6, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_SYN | TH_ACK });
+    assert.deepEqual(h.run('ingress', synAck).out, synAck);
+    assert.equal(delta(h, c0, 'pass_no_start'), 1);
+    const sport = 47300;
+    const np = h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport, dport: 30080, flags: TH_SYN }));
+    h.run('ingress', packet(6, CLIENT6, N1v6, { proto: 'tcp', sport, dport: 30080, flags: TH_RST }));
+    const reply = packet(6, np.pkt.dst, CLIENT6, { proto: 'tcp', sport: 8080, dport: sport, flags: TH_SYN | TH_ACK });
+    assert.deepEqual(h.run('egress', reply).out, reply);
+    assert.equal(delta(h, c0, 'rev_stale'), 1);
+  });
+
+  test('a UDP reply after the flow idled out is not rewritten', async () => {
+    const t = new TcHarness(`/sys/fs/bpf/switchyard-tctest-u-${process.pid}`, { ct: { udpSec: 1 } });
+    try {
+      t.apply([external(N1, 30053, [backend(B_LOCAL, 5353, true, 'UDP')], { protocol: 'UDP', name: 'dns' })]);
+      t.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 47400, dport: 30053 }));
+      assert.equal(t.run('egress', packet(4, B_LOCAL, CLIENT, { proto: 'udp', sport: 5353, dport: 47400 })).pkt.src, N1);
+      await new Promise((r) => setTimeout(r, 1300));
+      const late = packet(4, B_LOCAL, CLIENT, { proto: 'udp', sport: 5353, dport: 47400 });
+      const c0 = t.counters();
+      assert.deepEqual(t.run('egress', late).out, late);
+      assert.equal(delta(t, c0, 'rev_stale'), 1);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+describe('the tc path without the kernel conntrack kfunc (tc_lb_noct.o)', () => {
+  test('loads, says so, and still refuses to start flows on SYN-ACKs and resets', () => {
+    requireBpf();
+    const t = new TcHarness(`/sys/fs/bpf/switchyard-tctest-n-${process.pid}`, { conntrackLookup: 'off' });
+    try {
+      assert.equal(t.tc.conntrackLookup.enabled, false);
+      assert.match(t.tc.conntrackLookup.reason ?? '', /off/);
+      t.apply(frontends());
+      const synAck = packet(4, '198.51.100.7', N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_SYN | TH_ACK });
+      assert.deepEqual(t.run('ingress', synAck).out, synAck);
+      assert.equal(t.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 47500, dport: 30080, flags: TH_SYN })).verdict, TC_ACT_OK);
+    } finally {
+      t.close();
     }
   });
 });
