@@ -6,9 +6,9 @@
  *   SWITCHYARD-POSTROUTING
  *     -m mark ! --mark M/M -j RETURN                            not ours: leave it
  *     -j MARK --xor-mark M                                      clear the bit (it served its purpose)
- *     -p tcp -j MASQUERADE --to-ports 32768-65535 --random-fully
- *     -p udp -j MASQUERADE --to-ports 32768-65535 --random-fully
- *     -j MASQUERADE --random-fully
+ *     -p tcp -j MASQUERADE --to-ports 32768-65535
+ *     -p udp -j MASQUERADE --to-ports 32768-65535
+ *     -j MASQUERADE
  *
  * for IPv4 (iptables) and IPv6 (ip6tables): 6 rules per family. The BPF
  * program sets M on a packet it sent to a backend on another node; after
@@ -19,6 +19,17 @@
  * before conntrack does; a translated source port inside the NodePort range
  * could look like a new NodePort flow. Masquerading into ports above the
  * range (the default range is 30000-32767) rules that out.
+ *
+ * Why not --random-fully: the client's source port is kept whenever it is
+ * in the range and free, so one client connection is one backend tuple. With
+ * random ports, successive client connections land on the same
+ * {node address, port} at the backend, whose TIME_WAIT socket then sees a
+ * SYN with another connection's timestamps (the client's kernel draws a
+ * timestamp offset per connection: two SYNs 20 µs apart were captured with
+ * TS values 3,691,823,244 and 1,299,704,182): PAWS rejects it about half
+ * the time and the client waits a 1-s SYN retransmission. That was the NodePort rate collapse measured in
+ * docs/benchmarks.md. Ports that must be remapped (taken, or below the
+ * range) are still drawn at random by the kernel.
  *
  * The rules are written with iptables-restore --noflush, whose chain
  * declaration flushes only our chain: applying twice gives the same rules
@@ -99,9 +110,9 @@ export function masqRestoreInput(mark: number, ports = DEFAULT_MASQ_PORTS): stri
     `:${CHAIN} - [0:0]`,
     `-A ${CHAIN} -m mark ! --mark ${m}/${m} -j RETURN`,
     `-A ${CHAIN} -j MARK --xor-mark ${m}`,
-    `-A ${CHAIN} -p tcp -j MASQUERADE --to-ports ${ports} --random-fully`,
-    `-A ${CHAIN} -p udp -j MASQUERADE --to-ports ${ports} --random-fully`,
-    `-A ${CHAIN} -j MASQUERADE --random-fully`,
+    `-A ${CHAIN} -p tcp -j MASQUERADE --to-ports ${ports}`,
+    `-A ${CHAIN} -p udp -j MASQUERADE --to-ports ${ports}`,
+    `-A ${CHAIN} -j MASQUERADE`,
     'COMMIT',
     '',
   ].join('\n');

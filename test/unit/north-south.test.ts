@@ -109,9 +109,9 @@ describe('masquerade rules', () => {
     assert.deepEqual(rules, [
       '-A SWITCHYARD-POSTROUTING -m mark ! --mark 0x1000/0x1000 -j RETURN',
       '-A SWITCHYARD-POSTROUTING -j MARK --xor-mark 0x1000',
-      '-A SWITCHYARD-POSTROUTING -p tcp -j MASQUERADE --to-ports 32768-65535 --random-fully',
-      '-A SWITCHYARD-POSTROUTING -p udp -j MASQUERADE --to-ports 32768-65535 --random-fully',
-      '-A SWITCHYARD-POSTROUTING -j MASQUERADE --random-fully',
+      '-A SWITCHYARD-POSTROUTING -p tcp -j MASQUERADE --to-ports 32768-65535',
+      '-A SWITCHYARD-POSTROUTING -p udp -j MASQUERADE --to-ports 32768-65535',
+      '-A SWITCHYARD-POSTROUTING -j MASQUERADE',
     ]);
     assert.match(text, /^\*nat\n:SWITCHYARD-POSTROUTING - \[0:0\]\n/);
     assert.match(text, /\nCOMMIT\n$/);
