@@ -29,6 +29,11 @@
  *                                       → { before, after, tcpErrors }: one unconnected UDP socket asks once
  *                                         (reply source: before), then n TCP connects to host:tcpPort, then
  *                                         the same UDP socket asks again (after)
+ *   http-cycle <host> <port> <count> <firstPort>,<nPorts>[,<srcAddr>]
+ *                                       → { ok, errors, ms, p50Ms, p99Ms, maxMs }: one GET with "Connection: close"
+ *                                         after another (the server closes first, as HTTP/1.0-style servers do), each
+ *                                         from the next of nPorts client ports: the server's TIME_WAIT sockets meet
+ *                                         the client's next SYN from the same port
  *   probe <json>                        → { [id]: { counts, errors } } for a list of targets
  *                                         [{ id, host, port, proto: "tcp"|"udp", count, timeoutMs }]; a target whose
  *                                         first two attempts fail gets no more attempts (failures are deterministic)
@@ -74,6 +79,28 @@ function tcpOnce(timeoutMs = 3000, to: { host: string; port: number; localPort?:
     c.on('error', (e) => {
       clearTimeout(timer);
       reject(e);
+    });
+  });
+}
+
+/** One HTTP GET with "Connection: close" from a fixed client port: resolves when the server closed and so did we. */
+function httpClose(to: { host: string; port: number; localPort: number; localAddress?: string }, timeoutMs = 3000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(to);
+    let got = '';
+    const timer = setTimeout(() => c.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
+    c.setNoDelay(true);
+    c.on('connect', () => c.write(`GET / HTTP/1.1\r\nHost: ${to.host}\r\nConnection: close\r\n\r\n`));
+    c.on('data', (d) => (got += d.toString()));
+    c.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    c.on('close', (hadError) => {
+      clearTimeout(timer);
+      if (hadError) return;
+      if (!got.startsWith('HTTP/1.1 200')) reject(Object.assign(new Error(`bad answer ${JSON.stringify(got.slice(0, 40))}`), { code: 'EPROTO' }));
+      else resolve();
     });
   });
 }
@@ -283,6 +310,26 @@ async function main(): Promise<unknown> {
         }
       }
       return { pairs, errors };
+    }
+    case 'http-cycle': {
+      const [first, nPorts, localAddress] = (a4 ?? '').split(',');
+      const times: number[] = [];
+      const errors: Record<string, number> = {};
+      const t0 = performance.now();
+      for (let i = 0; i < Number(a3); i++) {
+        const localPort = Number(first) + (i % Number(nPorts));
+        const t = performance.now();
+        try {
+          await httpClose({ host, port, localPort, ...(localAddress ? { localAddress } : {}) });
+          times.push(performance.now() - t);
+        } catch (e) {
+          bump(errors, code(e));
+        }
+      }
+      const ms = performance.now() - t0;
+      const sorted = [...times].sort((x, y) => x - y);
+      const q = (f: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))] : 0);
+      return { ok: times.length, errors, ms, p50Ms: q(0.5), p99Ms: q(0.99), maxMs: sorted.length ? sorted[sorted.length - 1] : 0 };
     }
     case 'tcp-from': {
       // tcp-from <host> <port> <localPort>: one connection from a fixed client port.

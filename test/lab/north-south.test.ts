@@ -69,6 +69,9 @@ describe('north-south traffic through tc in the lab', () => {
       // A Service that gains a backend while a connection is open.
       service('grow', { type: 'NodePort', clusterIPs: ['10.96.1.16'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30085 }] }),
       endpointSlice(lab, 'grow', o.growPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
+      // HTTP (server closes first) on the other node only: from node 1 every connection is masqueraded.
+      service('cycle', { type: 'NodePort', clusterIPs: ['10.96.1.19'], ports: [{ name: 'http', port: 80, targetPort: 8081, nodePort: 30087 }] }),
+      endpointSlice(lab, 'cycle', ['web-1'], [{ name: 'http', port: 8081 }]),
       // A Service whose endpoints go through a rolling update while connections are open.
       service('roll', { type: 'NodePort', clusterIPs: ['10.96.1.18'], ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30086 }] }),
       endpointSlice(lab, 'roll', o.rollPods ?? ['web-0', 'web-1'], [{ name: 'http', port: 8080 }]),
@@ -327,6 +330,54 @@ describe('north-south traffic through tc in the lab', () => {
     assert.deepEqual(Object.keys(fromNode.counts).sort(), web);
     assert.deepEqual(fromNode.peers, [N1]);
     assert.equal((await counters('n1')).new_flow, c0.new_flow, 'none of it went through tc');
+  });
+
+  test('a pod masqueraded onto NodePort ports by another NAT rule (MASQUERADE --random-fully) gets its replies, TCP and UDP', async () => {
+    // A server outside the cluster, and a CNI-style masquerade rule in node 1 whose only ports are NodePorts.
+    const OUT_TCP = 7000;
+    const OUT_UDP = 7001;
+    lab.spawnIn('', lab.externalNs(), [process.execPath, join(repoRoot, 'dist/src/lab/podserver.js'), '--name', 'outside', '--tcp', String(OUT_TCP), '--udp', String(OUT_UDP)], 'outside.log');
+    const pod = lab.podIp('client-n1');
+    const rules = [
+      ['-p', 'tcp', '-s', `${pod}/32`, '-d', `${EXT}/32`, '-j', 'MASQUERADE', '--to-ports', '30080', '--random-fully'],
+      ['-p', 'udp', '-s', `${pod}/32`, '-d', `${EXT}/32`, '-j', 'MASQUERADE', '--to-ports', '30053', '--random-fully'],
+    ];
+    for (const r of rules) lab.exec('n1', ['iptables', '-t', 'nat', '-I', 'POSTROUTING', ...r]);
+    try {
+      let tcp: any;
+      for (let i = 0; i < 50; i++) {
+        // The outside server may still be starting.
+        tcp = await lab.client('client-n1', ['tcp-from', EXT, OUT_TCP, 40000]);
+        if (tcp.code !== 'ECONNREFUSED') break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.deepEqual(tcp, { pod: 'outside', saw: `${N1}:30080` }, 'the SYN-ACK and data to 10.0.0.11:30080 reach the pod, not a NodePort backend');
+      const c0 = await counters('n1');
+      const udp = await lab.client('client-n1', ['udp-connected', EXT, OUT_UDP, 1]);
+      assert.deepEqual(udp.errors, {});
+      assert.deepEqual(udp.counts, { outside: 1 }, 'the answer to 10.0.0.11:30053 reaches the pod');
+      const c1 = await counters('n1');
+      assert.ok(c1.pass_conntrack - c0.pass_conntrack >= 1, `left to conntrack: ${JSON.stringify(c1)}`);
+    } finally {
+      for (const r of rules) lab.exec('n1', ['iptables', '-t', 'nat', '-D', 'POSTROUTING', ...r]);
+    }
+  });
+
+  test('a client cycling through few ports: NodePort to a masqueraded backend as steady as the pod directly', async () => {
+    const DIRECT_SRC = '10.0.0.105';
+    lab.exec('ext', ['ip', 'addr', 'add', `${DIRECT_SRC}/24`, 'dev', 'eth0']);
+    lab.exec('ext', ['ip', 'route', 'replace', '10.244.2.0/24', 'via', N2]);
+    // 16 ports, each used 190 times: web-1 holds a TIME_WAIT socket for each tuple when the next SYN comes, and
+    // thousands of them: a masquerade that drew random ports would put SYNs on other connections' TIME_WAITs.
+    const np = await lab.external(['http-cycle', N1, 30087, 3000, '61500,16']);
+    const direct = await lab.external(['http-cycle', lab.podIp('web-1'), 8081, 3000, `61500,16,${DIRECT_SRC}`]);
+    const show = (r: any) => `${r.ok} ok, ${Math.round((r.ok / r.ms) * 1000)}/s, p99 ${r.p99Ms.toFixed(2)} ms, max ${r.maxMs.toFixed(1)} ms, errors ${JSON.stringify(r.errors)}`;
+    console.log(`# NodePort via n1 (masqueraded to web-1): ${show(np)}\n# web-1 directly: ${show(direct)}`);
+    for (const [what, r] of [['NodePort', np], ['direct', direct]] as const) {
+      assert.deepEqual(r.errors, {}, `${what}: ${show(r)}`);
+      assert.equal(r.ok, 3000);
+      assert.ok(r.maxMs < 900, `${what}: no connection waits for a SYN retransmission: ${show(r)}`);
+    }
   });
 
   test('an agent restart keeps flows and swaps programs into the pinned links; rules are rewritten identically', async () => {
