@@ -14,7 +14,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { DesiredState, Frontend } from '../model/types.js';
 import { ExternalProgrammer, type ExternalSyncResult } from '../dataplane/external.js';
-import { detectDevices, type TcAttachMode, type TcAttachment, type TcDatapath } from '../dataplane/tc.js';
+import { detectDevices, type ConntrackLookupState, type TcAttachMode, type TcAttachment, type TcDatapath } from '../dataplane/tc.js';
+import { migrations, type MapMigration } from '../dataplane/migrate.js';
 import { detectIptablesMode, ensureMasqRules, type IptablesMode } from '../dataplane/iptables.js';
 import type { HealthCheckServers } from './healthcheck.js';
 
@@ -43,6 +44,8 @@ export interface NorthSouthStatus {
   healthCheckPorts: { port: number; service: string; localEndpoints: number }[];
   lastExternalSync?: ExternalSyncResult;
   counters: Record<string, string>;
+  conntrackLookup: ConntrackLookupState;
+  mapMigrations: MapMigration[];
 }
 
 export class NorthSouth {
@@ -166,6 +169,8 @@ export class NorthSouth {
       healthCheckPorts: this.o.healthChecks.ports(),
       lastExternalSync: this.lastExternalSync,
       counters,
+      conntrackLookup: this.o.tc.conntrackLookup,
+      mapMigrations: migrations,
     };
   }
 }

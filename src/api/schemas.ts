@@ -290,6 +290,16 @@ export const statusResponse = {
           },
         },
         counters: { type: 'object', description: 'sy_tc_stats by event, summed over CPUs', additionalProperties: str },
+        conntrackLookup: {
+          type: 'object',
+          description: 'whether the tc programs ask the kernel\'s conntrack before taking a packet that cannot start a flow (bpf_skb_ct_lookup), and why not',
+          properties: { enabled: bool, reason: str },
+        },
+        mapMigrations: {
+          type: 'array',
+          description: 'pinned maps this agent migrated at start because their size changed (docs/operations.md, Upgrading)',
+          items: { type: 'object', properties: { map: str, fromEntries: int, toEntries: int, copied: int, dropped: int, at: str } },
+        },
       },
     },
   },

@@ -29,6 +29,7 @@ import { PinnedNames } from '../dataplane/names.js';
 import { probeFeatures } from '../dataplane/features.js';
 import { DEFAULT_API_ADDR, driftCommand, mapsCommand, statusCommand } from './inspect.js';
 import { unlinkSync } from 'node:fs';
+import { migrations } from '../dataplane/migrate.js';
 import { DEFAULT_MASQ_MARK, TcDatapath, cleanupTcFilters, type TcAttachMode } from '../dataplane/tc.js';
 import { DEFAULT_MASQ_PORTS, removeMasqRules, type IptablesMode } from '../dataplane/iptables.js';
 import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
@@ -93,6 +94,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --devices LIST          devices for the tc path (NodePort, LoadBalancer, externalIPs), comma
                           separated; "none" disables the tc path                   [devices holding a node address]
   --tc-attach MODE        auto | tcx | clsact                                      [auto: TCX where the kernel has it]
+  --tc-conntrack-lookup M auto | off: ask the kernel's conntrack before taking a packet that cannot start a flow [auto: when the kernel has bpf_skb_ct_lookup]
   --masquerade-bit B      skb->mark bit asking for masquerade (a single bit)       [0x1000]
   --masquerade-ports R    source ports of masqueraded flows (above the NodePort range) [32768-65535]
   --node-port-range R     the cluster's NodePort range, reserved for the node's own local ports [30000-32767]
@@ -141,6 +143,7 @@ const agentOptions = {
   bpffs: { type: 'string' },
   devices: { type: 'string' },
   'tc-attach': { type: 'string' },
+  'tc-conntrack-lookup': { type: 'string' },
   'masquerade-bit': { type: 'string' },
   'masquerade-ports': { type: 'string' },
   'node-port-range': { type: 'string' },
@@ -254,7 +257,11 @@ async function runAgent(o: Opts): Promise<number> {
   const udpDestroy = o['udp-socket-destroy'] ?? 'on';
   if (udpDestroy !== 'on' && udpDestroy !== 'off') throw new Error(`--udp-socket-destroy must be on or off, got ${JSON.stringify(udpDestroy)}`);
   const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes });
-  const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, ...sizes });
+  const ctLookup = o['tc-conntrack-lookup'] ?? 'auto';
+  if (ctLookup !== 'auto' && ctLookup !== 'off') throw new Error(`--tc-conntrack-lookup must be auto or off, got ${JSON.stringify(ctLookup)}`);
+  const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, conntrackLookup: ctLookup, ...sizes });
+  for (const m of migrations) logger.info(m, `pinned map ${m.map} resized from ${m.fromEntries} to ${m.toEntries} entries: ${m.copied} entries copied, ${m.dropped} dropped`);
+  if (tc && !tc.conntrackLookup.enabled) logger.warn({ reason: tc.conntrackLookup.reason }, 'tc path without kernel conntrack lookups: replies to other NATs on NodePort ports are protected only by the TCP start rule and local sockets');
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
   const reconciler = new Reconciler(datapath, sizing);
   const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);

@@ -10,6 +10,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { MapMigrator } from './migrate.js';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { attachTypeName } from '../bpf/constants.js';
@@ -165,9 +166,11 @@ export class SocketLbDatapath {
       const feat = Buffer.alloc(4);
       feat.writeUInt32LE(opts.v4InV6 ? FEAT_V4_IN_V6 : 0);
       obj.setGlobal('sy_cfg_features', feat);
+      const migrator = MapMigrator.prepare(obj);
       try {
         obj.load();
       } catch (e) {
+        migrator.abort();
         if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
           throw new Error(
             `maps pinned under ${opts.bpfRoot} do not match this build or these sizes; ` +
@@ -176,7 +179,10 @@ export class SocketLbDatapath {
         }
         throw e;
       }
-      return new SocketLbDatapath(obj, opts);
+      migrator.copy(obj);
+      const d = new SocketLbDatapath(obj, opts);
+      d.migrator = migrator;
+      return d;
     } catch (e) {
       obj.close();
       throw e;
@@ -219,6 +225,7 @@ export class SocketLbDatapath {
       native().close(linkFd);
       this.links.push({ program: p.name, attachType: attachTypeName(p.expectedAttachType), linkId: info.id, progId: info.progId, how });
     }
+    this.finishMigration();
     return this.links;
   }
 
@@ -264,7 +271,16 @@ export class SocketLbDatapath {
   }
 
   /** Releases this process's handles; pinned maps and links keep the datapath running. */
+  /** Maps migrated at load (see migrate.ts): the old pins go once the new programs are attached. */
+  migrator?: MapMigrator;
+
+  private finishMigration(): void {
+    this.migrator?.finish(this.obj);
+    this.migrator = undefined;
+  }
+
   close(): void {
+    this.finishMigration();
     this.pool.close();
     this.obj.close();
   }

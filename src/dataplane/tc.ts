@@ -16,6 +16,7 @@
 import { existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { MapMigrator } from './migrate.js';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { AttachType, LinkType } from '../bpf/constants.js';
@@ -152,15 +153,19 @@ export class TcDatapath {
       obj.setGlobal('sy_cfg_ct_syn_sec', u32(ct.synSec));
       obj.setGlobal('sy_cfg_ct_close_sec', u32(ct.closeSec));
       obj.setGlobal('sy_cfg_ct_udp_sec', u32(ct.udpSec));
+      const migrator = MapMigrator.prepare(obj);
       try {
         obj.load();
       } catch (e) {
+        migrator.abort();
         if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
           throw new Error(`maps pinned under ${opts.bpfRoot} do not match this build or these sizes; run "switchyard cleanup" first.\n${e.message}`);
         }
         throw e;
       }
+      migrator.copy(obj);
       const d = new TcDatapath(obj, opts);
+      d.migrator = migrator;
       d.conntrackLookup = conntrack;
       return d;
     } catch (e) {
@@ -216,6 +221,7 @@ export class TcDatapath {
       if (!name.startsWith('tc-') || wanted.has(name)) continue;
       detachPinnedLink(join(ld, name));
     }
+    this.finishMigration();
     return this.attachments;
   }
 
@@ -259,7 +265,16 @@ export class TcDatapath {
     return out;
   }
 
+  /** Maps migrated at load (see migrate.ts): the old pins go once the new programs are attached. */
+  migrator?: MapMigrator;
+
+  private finishMigration(): void {
+    this.migrator?.finish(this.obj);
+    this.migrator = undefined;
+  }
+
   close(): void {
+    this.finishMigration();
     this.obj.close();
   }
 }

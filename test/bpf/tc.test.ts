@@ -13,7 +13,12 @@ import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import type { Frontend } from '../../src/model/types.js';
-import { DEFAULT_MASQ_MARK } from '../../src/dataplane/tc.js';
+import { DEFAULT_MASQ_MARK, TcDatapath } from '../../src/dataplane/tc.js';
+import { migrations } from '../../src/dataplane/migrate.js';
+import { native } from '../../src/bpf/native.js';
+import { MapType } from '../../src/bpf/constants.js';
+import { join } from 'node:path';
+import { unlinkSync } from 'node:fs';
 
 const N1 = '10.0.0.11';
 const N2 = '10.0.0.12';
@@ -771,6 +776,48 @@ describe('the tc path without the kernel conntrack kfunc (tc_lb_noct.o)', () => 
       assert.equal(t.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 47500, dport: 30080, flags: TH_SYN })).verdict, TC_ACT_OK);
     } finally {
       t.close();
+    }
+  });
+});
+
+describe('upgrades: pinned maps whose size changed are migrated, not refused', () => {
+  test('a 24-slot counter map of the previous build and a resized flow table keep their entries; flows keep their backend', () => {
+    requireBpf();
+    const root = `/sys/fs/bpf/switchyard-tctest-m-${process.pid}`;
+    const h = new TcHarness(root);
+    let tc2: TcDatapath | undefined;
+    try {
+      h.apply(frontends());
+      const first = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 48000, dport: 30080, flags: TH_SYN }));
+      h.run('egress', packet(4, first.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: 48000, flags: TH_SYN | TH_ACK }));
+      h.tc.close();
+      // The previous build's counters: 24 slots, new_flow (slot 0) = 7 on CPU 0.
+      const pin = join(root, 'sy_tc_stats');
+      unlinkSync(pin);
+      const cpus = native().numPossibleCpus();
+      const old = native().mapCreate(MapType.PERCPU_ARRAY, 4, 8, 24, 0, 'sy_tc_stats');
+      const v = Buffer.alloc(8 * cpus);
+      v.writeBigUInt64LE(7n, 0);
+      native().mapUpdate(old, Buffer.alloc(4), v, 0);
+      native().objPin(old, pin);
+      native().close(old);
+      const before = migrations.length;
+      tc2 = TcDatapath.load({ bpfRoot: root, ctEntries: 8192, maxServices: 1024, maxBackends: 4096, affinityEntries: 1024, revnatEntries: 1024 });
+      const done = migrations.slice(before);
+      const byName = Object.fromEntries(done.map((m) => [m.map, m]));
+      assert.deepEqual(Object.keys(byName).sort(), ['sy_ct4', 'sy_ct6', 'sy_tc_stats']);
+      assert.equal(byName.sy_tc_stats.fromEntries, 24);
+      assert.equal(byName.sy_tc_stats.toEntries, 32);
+      assert.equal(byName.sy_ct4.toEntries, 8192);
+      assert.ok(byName.sy_ct4.copied >= 2, JSON.stringify(byName.sy_ct4));
+      assert.equal(tc2.counters().new_flow, 7n, 'counters carried over');
+      (h as { tc: TcDatapath }).tc = tc2;
+      const again = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 48000, dport: 30080, flags: TH_ACK }));
+      assert.equal(again.pkt.dst, first.pkt.dst, 'the established flow keeps its backend');
+      assert.equal(tc2.counters().new_flow, 7n, 'no new flow: the entry was found');
+      assert.equal(h.run('egress', packet(4, first.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: 48000, flags: TH_ACK })).pkt.src, N1);
+    } finally {
+      h.close();
     }
   });
 });
