@@ -162,8 +162,9 @@ static __always_inline int sy_local_socket(struct __sk_buff *skb, const struct s
  * entries are made after the translation, keyed by the backend's address.
  *
  * Built without it (-DSY_NO_KERNEL_CT: tc_lb_noct.o, loaded when the kernel
- * has no such kfunc), the answer is always "unknown" and only the local
- * socket check and the TCP start rule protect foreign replies.
+ * has no such kfunc), the answer is always "unknown": a TCP segment that is
+ * not a pure SYN never starts nor adopts a flow, and UDP is protected only by
+ * the local socket check.
  */
 #ifndef SY_NO_KERNEL_CT
 struct nf_conn {
@@ -219,13 +220,19 @@ static __always_inline int sy_conntrack_reply(struct __sk_buff *skb, const struc
  *   never does: it answers somebody else's connection;
  * - any other packet (TCP mid-stream, UDP) is somebody else's when the
  *   kernel's conntrack holds its tuple as a reply, or a node's socket owns
- *   it; otherwise a UDP datagram starts a flow and a TCP segment is adopted.
+ *   it; otherwise a UDP datagram starts a flow and a TCP segment is adopted
+ *   (without conntrack, tc_lb_noct.o: never adopted).
  */
 static __always_inline int sy_may_start(struct __sk_buff *skb, const struct sy_pkt *p)
 {
 	if (p->proto == IPPROTO_TCP) {
 		if (sy_pure_syn(p))
 			return SY_START_NEW;
+#ifdef SY_NO_KERNEL_CT
+		/* Without conntrack a mid-stream segment may be a foreign NAT's: never adopted. */
+		sy_tc_count(SY_TC_PASS_NO_START);
+		return SY_START_PASS;
+#endif
 		if (p->tcp_flags & (SY_TCP_SYN | SY_TCP_RST)) {
 			sy_tc_count(SY_TC_PASS_NO_START);
 			return SY_START_PASS;

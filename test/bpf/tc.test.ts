@@ -764,7 +764,7 @@ describe('what the tc path owns (docs/north-south.md)', () => {
 });
 
 describe('the tc path without the kernel conntrack kfunc (tc_lb_noct.o)', () => {
-  test('loads, says so, and still refuses to start flows on SYN-ACKs and resets', () => {
+  test('loads, says so, never starts or adopts a TCP flow but on a pure SYN', () => {
     requireBpf();
     const t = new TcHarness(`/sys/fs/bpf/switchyard-tctest-n-${process.pid}`, { conntrackLookup: 'off' });
     try {
@@ -773,6 +773,10 @@ describe('the tc path without the kernel conntrack kfunc (tc_lb_noct.o)', () => 
       t.apply(frontends());
       const synAck = packet(4, '198.51.100.7', N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_SYN | TH_ACK });
       assert.deepEqual(t.run('ingress', synAck).out, synAck);
+      // Nor adopts a mid-stream segment: without conntrack it may be a foreign NAT's.
+      const data = packet(4, '198.51.100.7', N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_ACK | TH_PSH });
+      assert.deepEqual(t.run('ingress', data).out, data);
+      assert.equal(t.counters().flow_adopted, 0n);
       assert.equal(t.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 47500, dport: 30080, flags: TH_SYN })).verdict, TC_ACT_OK);
     } finally {
       t.close();
