@@ -567,7 +567,8 @@ describe('failures and the node\'s own traffic', () => {
       assert.equal(reply.pkt.dst, '127.0.0.1');
       const udpReply = h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'udp', sport: peerPort, dport: UDP_PORT }));
       assert.equal(udpReply.verdict, TC_ACT_UNSPEC, 'also for a connected UDP socket');
-      assert.equal(delta(h, c0, 'pass_local_socket'), 2);
+      // Where the node's loopback connections are tracked (nat rules in this namespace), conntrack answers first.
+      assert.equal(delta(h, c0, 'pass_local_socket') + delta(h, c0, 'pass_conntrack'), 2);
       assert.equal(delta(h, c0, 'new_flow'), 0);
       // Another client port (no socket of the node): a mid-stream packet is still picked up, and a SYN always is.
       assert.equal(h.run('ingress', packet(4, '127.0.0.1', '127.0.0.1', { proto: 'tcp', sport: peerPort + 1 === TCP_PORT ? peerPort + 2 : peerPort + 1, dport: TCP_PORT, flags: TH_ACK })).pkt.dst, B_LOCAL);
@@ -603,6 +604,10 @@ describe('what the tc path owns (docs/north-south.md)', () => {
   const POD = '10.244.1.50';
   const SERVER = '198.51.100.7';
   const DNS = '198.51.100.53';
+  // Conntrack entries live in this network namespace: ports of this process, so that two test runs
+  // on one machine never touch each other's entries.
+  const SRV = 20000 + (process.pid % 10000);
+  const POD_PORT = 41000 + (process.pid % 1000);
   const conntrackFlows: { drop(): void }[] = [];
 
   before(() => {
@@ -618,24 +623,24 @@ describe('what the tc path owns (docs/north-south.md)', () => {
 
   test('TCP: replies to a pod masqueraded onto a NodePort port are left to conntrack; without its entry they would be taken', () => {
     // A pod's connection to an outside server, masqueraded to N1:30080 (MASQUERADE --random-fully drew a NodePort).
-    const nat = conntrackEntry({ proto: 'tcp', src: POD, dst: SERVER, sport: 41000, dport: 443, replySrc: SERVER, replyDst: N1, replySport: 443, replyDport: 30080 });
+    const nat = conntrackEntry({ proto: 'tcp', src: POD, dst: SERVER, sport: POD_PORT, dport: SRV, replySrc: SERVER, replyDst: N1, replySport: SRV, replyDport: 30080 });
     conntrackFlows.push(nat);
     const c0 = h.counters();
-    const synAck = packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_SYN | TH_ACK });
+    const synAck = packet(4, SERVER, N1, { proto: 'tcp', sport: SRV, dport: 30080, flags: TH_SYN | TH_ACK });
     const r1 = h.run('ingress', synAck);
     assert.equal(r1.verdict, TC_ACT_UNSPEC);
     assert.deepEqual(r1.out, synAck, 'the SYN-ACK goes on untouched');
-    const data = packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_ACK | TH_PSH });
+    const data = packet(4, SERVER, N1, { proto: 'tcp', sport: SRV, dport: 30080, flags: TH_ACK | TH_PSH });
     const r2 = h.run('ingress', data);
     assert.equal(r2.verdict, TC_ACT_UNSPEC);
     assert.deepEqual(r2.out, data, 'the server\'s data goes on untouched, to be de-masqueraded to the pod');
-    const rst = h.run('ingress', packet(4, SERVER, N1, { proto: 'tcp', sport: 443, dport: 30080, flags: TH_RST }));
+    const rst = h.run('ingress', packet(4, SERVER, N1, { proto: 'tcp', sport: SRV, dport: 30080, flags: TH_RST }));
     assert.equal(rst.verdict, TC_ACT_UNSPEC);
     assert.equal(delta(h, c0, 'pass_no_start'), 2, 'SYN-ACK and RST cannot start a flow');
     assert.equal(delta(h, c0, 'pass_conntrack'), 1);
     assert.equal(delta(h, c0, 'new_flow'), 0);
     assert.equal(delta(h, c0, 'flow_adopted'), 0);
-    assert.equal(h.tc.ct4.lookup({ saddr: SERVER, daddr: N1, sport: 443, dport: 30080, proto: TCP, dir: 0 }), undefined, 'no flow entry made');
+    assert.equal(h.tc.ct4.lookup({ saddr: SERVER, daddr: N1, sport: SRV, dport: 30080, proto: TCP, dir: 0 }), undefined, 'no flow entry made');
     // The same mid-stream packet with no conntrack entry is a flow seen mid-stream: it is adopted.
     nat.drop();
     const r3 = h.run('ingress', data);
@@ -645,21 +650,21 @@ describe('what the tc path owns (docs/north-south.md)', () => {
   });
 
   test('UDP: an upstream\'s answer to a masqueraded pod on a UDP NodePort port is left to conntrack; clients still start flows', () => {
-    const nat = conntrackEntry({ proto: 'udp', src: POD, dst: DNS, sport: 41000, dport: 53, replySrc: DNS, replyDst: N1, replySport: 53, replyDport: 30053 });
+    const nat = conntrackEntry({ proto: 'udp', src: POD, dst: DNS, sport: POD_PORT, dport: SRV, replySrc: DNS, replyDst: N1, replySport: SRV, replyDport: 30053 });
     conntrackFlows.push(nat);
     // A client whose first datagram the kernel already saw untranslated (ORIGINAL direction): still a client.
-    const seen = conntrackEntry({ proto: 'udp', src: CLIENT, dst: N1, sport: 41500, dport: 30053, replySrc: N1, replyDst: CLIENT, replySport: 30053, replyDport: 41500 });
+    const seen = conntrackEntry({ proto: 'udp', src: CLIENT, dst: N1, sport: POD_PORT + 1000, dport: 30053, replySrc: N1, replyDst: CLIENT, replySport: 30053, replyDport: POD_PORT + 1000 });
     conntrackFlows.push(seen);
     const c0 = h.counters();
-    const answer = packet(4, DNS, N1, { proto: 'udp', sport: 53, dport: 30053 });
+    const answer = packet(4, DNS, N1, { proto: 'udp', sport: SRV, dport: 30053 });
     const r = h.run('ingress', answer);
     assert.equal(r.verdict, TC_ACT_UNSPEC);
     assert.deepEqual(r.out, answer);
     assert.equal(delta(h, c0, 'pass_conntrack'), 1);
-    const fromClient = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41500, dport: 30053 }));
+    const fromClient = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: POD_PORT + 1000, dport: 30053 }));
     assert.equal(fromClient.verdict, TC_ACT_OK);
     assert.equal(fromClient.pkt.dst, B_REMOTE);
-    const fresh = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: 41501, dport: 30053 }));
+    const fresh = h.run('ingress', packet(4, CLIENT, N1, { proto: 'udp', sport: POD_PORT + 2000, dport: 30053 }));
     assert.equal(fresh.pkt.dst, B_REMOTE);
     assert.equal(delta(h, c0, 'new_flow'), 2);
     nat.drop();
