@@ -89,6 +89,27 @@ function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair
   return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct'], rows);
 }
 
+function northSouthDetail(r: Results): string {
+  const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
+  const rows: string[][] = [];
+  for (const s of r.options.scales) {
+    for (const d of dps) {
+      const ns = findBlock(r, d, s)?.northSouth;
+      if (!ns) continue;
+      const sl = ns.rate.service.blocks;
+      const lo = ns.rate.local;
+      const ll = ns.latency.local;
+      rows.push([
+        n0(s), LABEL[d], sl.map((x) => n0(x)).join(' → '), sl.length ? `${n1((Math.min(...sl) / sl[0]) * 100)} %` : '–',
+        ratio(ns.rate.service.rate, ns.rate.direct.rate), ratio(ns.latency.service.p99, ns.latency.direct.p99),
+        lo ? ratio(lo.rate, ns.rate.direct.rate) : '–', ll ? ratio(ll.p99, ns.latency.direct.p99) : '–',
+        String(ns.pawsRejects ?? '–'),
+      ]);
+    }
+  }
+  return table(['Services', 'dataplane', 'NodePort rate per 1-s slice', 'lowest / first', 'rate vs direct', 'p99 vs direct', 'eTP Local: rate vs direct', 'eTP Local: p99 vs direct', 'PAWS rejections at the backends'], rows);
+}
+
 function chart(r: Results, title: string, yLabel: string, lines: { suffix: string; get: (b: BlockResult) => number; dashed?: boolean; only?: Dataplane[] }[], direct?: (b: BlockResult) => number, logY = true): string {
   const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
   const series: Series[] = [];
@@ -174,6 +195,24 @@ function goals(r: Results): Goal[] {
     }
   }
   {
+    // North-south (docs/north-south.md, what the tc path owns; docs/benchmarks.md, the rate collapse).
+    const b = sw(10000);
+    const ns = b?.northSouth;
+    const g1 = 'north-south NodePort at 10,000 Services: no decay (every 1-s slice within 10 % of the first)';
+    const g2 = 'north-south NodePort new connections/s at 10,000 Services ≥ 0.8× direct pod IP';
+    const g3 = 'north-south NodePort p99 at 10,000 Services ≤ 1.2× direct pod IP';
+    if (!ns) for (const [g, t] of [[g1, '≥ 0.90'], [g2, '≥ 0.80×'], [g3, '≤ 1.20×']]) out.push({ ...nm(10000, g), target: t });
+    else {
+      const sl = ns.rate.service.blocks;
+      const worst = sl.length ? Math.min(...sl) / sl[0] : NaN;
+      out.push({ goal: g1, figure: `lowest slice ${n1(worst * 100)} % of the first (${sl.map((x) => n0(x)).join(', ')} /s)`, target: '≥ 90 %', met: Number.isFinite(worst) ? worst >= 0.9 : undefined });
+      const x = ns.rate.service.rate / ns.rate.direct.rate;
+      out.push({ goal: g2, figure: `${x.toFixed(2)}× (${n0(ns.rate.service.rate)} vs ${n0(ns.rate.direct.rate)} /s)`, target: '≥ 0.80×', met: x >= 0.8 });
+      const y = ns.latency.service.p99 / ns.latency.direct.p99;
+      out.push({ goal: g3, figure: `${y.toFixed(2)}× (${n0(ns.latency.service.p99)} vs ${n0(ns.latency.direct.p99)} µs)`, target: '≤ 1.20×', met: y <= 1.2 });
+    }
+  }
+  {
     const g = 'network programming p99 at 10,000 Services ≤ 100 ms';
     const b = sw(10000);
     if (!b?.programming) out.push({ ...nm(10000, g), target: '≤ 100 ms' });
@@ -229,6 +268,8 @@ export function renderReport(r: Results): Record<string, string> {
   L.push('netbench in the external namespace → `10.0.0.11:30080` (node n1; five backends local, five on n2); baseline: the pod IPs routed through the nodes.', '');
   L.push(scenarioTable(r, loadMetrics(ns)), '');
   L.push(overheadTable(r, ns), '');
+  L.push('Over time and without the hop: the NodePort\'s rate in each 1-s slice (a decay shows here first), and the same backends through a NodePort with `externalTrafficPolicy: Local` from a third client address (no hop to node n2, no masquerade; five of the ten backends), both against the direct baseline of the same run.', '');
+  L.push(northSouthDetail(r), '');
   L.push('![north-south latency](ns-latency.svg)', '', '![north-south rate](ns-rate.svg)', '');
   files['ns-latency.svg'] = chart(r, 'North-south (NodePort) connect+request latency', 'µs (log)', [
     { suffix: ' p50', get: (b) => b.northSouth?.latency.service.p50 ?? NaN },

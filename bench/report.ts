@@ -82,6 +82,7 @@ const { values: argv } = parseArgs({
     'sync-timeout': { type: 'string', default: '30' },
     'iptables-backend': { type: 'string', default: 'legacy' },
     render: { type: 'string' },
+    scenarios: { type: 'string', default: 'east-west,north-south,conntrack,programming,churn,memory' },
   },
 });
 
@@ -89,8 +90,13 @@ const NETBENCH = join(repoRoot, 'bench/native/netbench');
 const NODES = ['n1', 'n2'] as const;
 const TARGET_VIP = '10.96.0.80';
 const PROBE_VIP = '10.96.0.100';
+const TARGET_LOCAL_VIP = '10.96.0.81';
 const NODE_PORT = 30080;
+/** The same backends behind a NodePort with externalTrafficPolicy: Local (no hop to the other node, no masquerade). */
+const LOCAL_NODE_PORT = 30081;
 const N1_IP = '10.0.0.11';
+/** Services of the base objects (target, target-local, probe); the rest of a scale are fillers. */
+const BASE_SERVICES = 3;
 const BACKEND_PORT = 8090;
 const BACKENDS = Array.from({ length: 10 }, (_, i) => `be-${i}`);
 /**
@@ -100,6 +106,11 @@ const BACKENDS = Array.from({ length: 10 }, (_, i) => `be-${i}`);
  */
 const CLIENT_DIRECT_SRC = '10.244.1.101';
 const EXT_DIRECT_SRC = '10.0.0.101';
+/**
+ * The external client's address for the eTP=Local NodePort: two frontends of one backend must not
+ * share client ports, or the backend sees two client connections on one tuple (docs/benchmarks.md).
+ */
+const EXT_LOCAL_SRC = '10.0.0.102';
 const PROBE_PODS = ['web-0', 'web-1'];
 
 const quick = argv.quick;
@@ -119,10 +130,15 @@ const opts = {
   syncTimeoutMin: Number(argv['sync-timeout']),
   /** Which iptables kube-proxy's iptables mode runs (docs/benchmarks.md: why legacy by default). */
   iptablesBackend: argv['iptables-backend'] as IptablesBackend,
+  /** Which scenarios each block runs (cold sync always): a run of one scenario at a scale is a block of its own. */
+  scenarios: argv.scenarios!.split(',').filter(Boolean),
 };
+const SCENARIOS = ['east-west', 'north-south', 'conntrack', 'programming', 'churn', 'memory'];
+for (const sc of opts.scenarios) if (!SCENARIOS.includes(sc)) throw new Error(`--scenarios: of ${SCENARIOS.join(', ')}, got ${sc}`);
+const runs = (sc: string) => opts.scenarios.includes(sc);
 if (opts.iptablesBackend !== 'legacy' && opts.iptablesBackend !== 'nft') throw new Error(`--iptables-backend: legacy or nft, got ${argv['iptables-backend']}`);
 if (!(opts.syncTimeoutMin > 0)) throw new Error(`--sync-timeout: minutes > 0, got ${argv['sync-timeout']}`);
-for (const s of opts.scales) if (!Number.isInteger(s) || s < 3) throw new Error(`--scales: integers >= 3 (target, probe and at least one filler), got ${s}`);
+for (const s of opts.scales) if (!Number.isInteger(s) || s < BASE_SERVICES + 1) throw new Error(`--scales: integers >= ${BASE_SERVICES + 1} (target, target-local, probe and at least one filler), got ${s}`);
 for (const d of opts.dataplanes) if (!DATAPLANES.includes(d)) throw new Error(`--dataplanes: one of ${DATAPLANES.join(', ')}, got ${d}`);
 
 const base = Number(argv['port-base']);
@@ -217,6 +233,8 @@ function baseObjects(): object[] {
   return [
     service('target', { type: 'NodePort', clusterIPs: [TARGET_VIP], ports: [{ name: 'http', port: 80, targetPort: BACKEND_PORT, nodePort: NODE_PORT }] }),
     endpointSlice(lab, 'target', BACKENDS, [{ name: 'http', port: BACKEND_PORT }]),
+    service('target-local', { type: 'NodePort', clusterIPs: [TARGET_LOCAL_VIP], externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, targetPort: BACKEND_PORT, nodePort: LOCAL_NODE_PORT }] }),
+    endpointSlice(lab, 'target-local', BACKENDS, [{ name: 'http', port: BACKEND_PORT }]),
     service('probe', { clusterIPs: [PROBE_VIP], ports: [{ name: 'tcp', port: 80, targetPort: 8080 }] }),
     probeSlice(PROBE_PODS[0]),
   ];
@@ -447,11 +465,12 @@ function pawsRejects(): number {
   return n;
 }
 
-async function loadScenario(where: 'pod' | 'ext', serviceAddr: string): Promise<{ latency: LoadPair; rate: LoadPair; pawsRejects: number }> {
+async function loadScenario(where: 'pod' | 'ext', serviceAddr: string, localAddr?: string): Promise<{ latency: LoadPair; rate: LoadPair; pawsRejects: number }> {
   const run = <T>(args: string[], ms: number) => (where === 'pod' ? netbenchInPod<T>('client-n1', args, ms) : netbenchExternal<T>(args, ms));
   const src = where === 'pod' ? CLIENT_DIRECT_SRC : EXT_DIRECT_SRC;
   const targets = ['--target', `service=${serviceAddr}`, '--target', `direct@${src}=${directTargets()}`];
-  type Out = { targets: { service: LoadStat; direct: LoadStat } };
+  if (localAddr) targets.push('--target', `local@${EXT_LOCAL_SRC}=${localAddr}`);
+  type Out = { targets: LoadPair };
   const paws0 = pawsRejects();
   const lat = await run<Out>(['client', '--mode', 'latency', ...targets, '--count', String(opts.latencyCount), '--block', String(Math.min(100, opts.latencyCount)), '--warmup', '50', '--timeout-ms', '3000'], 600_000);
   const rate = await run<Out>(['client', '--mode', 'rate', ...targets, '--seconds', String(opts.rateSeconds), '--slice-ms', String(Math.min(1000, opts.rateSeconds * 1000)), '--concurrency', String(opts.concurrency), '--timeout-ms', '3000'], 600_000);
@@ -781,6 +800,7 @@ async function main(): Promise<void> {
     // The external client reaches pod IPs through the nodes (the direct baseline of north-south).
     for (const n of NODES) lab.exec('ext', ['ip', 'route', 'add', `10.244.${lab.node(n).index}.0/24`, 'via', `10.0.0.${10 + lab.node(n).index}`]);
     lab.exec('ext', ['ip', 'addr', 'add', `${EXT_DIRECT_SRC}/24`, 'dev', 'eth0']);
+    lab.exec('ext', ['ip', 'addr', 'add', `${EXT_LOCAL_SRC}/24`, 'dev', 'eth0']);
     lab.exec('client-n1', ['ip', 'addr', 'add', `${CLIENT_DIRECT_SRC}/24`, 'dev', 'eth0']);
     await cp!.up();
     // Agents run in the node namespaces (tc path on), where the API server is reached directly on the fabric.
@@ -794,7 +814,7 @@ async function main(): Promise<void> {
   let created = 0; // fillers
   let blockNo = 0;
   for (const [si, scale] of opts.scales.entries()) {
-    const want = scale - 2;
+    const want = scale - BASE_SERVICES;
     if (want > created) {
       const objs: object[] = [];
       for (let k = created; k < want; k++) objs.push(...filler(k));
@@ -821,18 +841,21 @@ async function main(): Promise<void> {
         log(`  synced: n1 ${b.coldSyncMs.n1} ms, n2 ${b.coldSyncMs.n2} ms`);
         const quietMs = await waitQuiet(running, 30_000);
         if (quietMs > 25_000) b.notes.push(`the ${dp} processes were still busy 30 s after the sync`);
-        b.eastWest = await loadScenario('pod', `${TARGET_VIP}:80`);
-        log(`  east-west: p50 ${b.eastWest.latency.service.p50.toFixed(0)} µs (direct ${b.eastWest.latency.direct.p50.toFixed(0)}), ${Math.round(b.eastWest.rate.service.rate)}/s (direct ${Math.round(b.eastWest.rate.direct.rate)}/s)`);
-        b.northSouth = await loadScenario('ext', `${N1_IP}:${NODE_PORT}`);
-        log(`  north-south: p50 ${b.northSouth.latency.service.p50.toFixed(0)} µs (direct ${b.northSouth.latency.direct.p50.toFixed(0)}), ${Math.round(b.northSouth.rate.service.rate)}/s (direct ${Math.round(b.northSouth.rate.direct.rate)}/s)`);
-        b.conntrack = await conntrackScenario();
-        log(`  conntrack per ${b.conntrack.connections}: service n1 ${b.conntrack.service.n1} n2 ${b.conntrack.service.n2}; direct n1 ${b.conntrack.direct.n1} n2 ${b.conntrack.direct.n2}`);
-        b.programming = await programmingScenario(api, running);
-        log(`  programming: p50 ${b.programming.p50} ms, max ${b.programming.max} ms (${b.programming.samples.length} changes)`);
-        b.churn = await churnScenario(api, running, created);
-        log(`  churn: ${b.churn.changes} changes at ${b.churn.achievedRate.toFixed(1)}/s, CPU n1 ${b.churn.cpuSeconds.n1.toFixed(2)} s, n2 ${b.churn.cpuSeconds.n2.toFixed(2)} s`);
-        b.memory = await memoryScenario(running);
-        if (dp === 'switchyard') {
+        if (runs('east-west')) b.eastWest = await loadScenario('pod', `${TARGET_VIP}:80`);
+        if (b.eastWest) log(`  east-west: p50 ${b.eastWest.latency.service.p50.toFixed(0)} µs (direct ${b.eastWest.latency.direct.p50.toFixed(0)}), ${Math.round(b.eastWest.rate.service.rate)}/s (direct ${Math.round(b.eastWest.rate.direct.rate)}/s)`);
+        if (runs('north-south')) {
+          b.northSouth = await loadScenario('ext', `${N1_IP}:${NODE_PORT}`, `${N1_IP}:${LOCAL_NODE_PORT}`);
+          const ns = b.northSouth;
+          log(`  north-south: p50 ${ns.latency.service.p50.toFixed(0)} µs (direct ${ns.latency.direct.p50.toFixed(0)}, Local ${ns.latency.local?.p50.toFixed(0)}), ${Math.round(ns.rate.service.rate)}/s (direct ${Math.round(ns.rate.direct.rate)}/s, Local ${Math.round(ns.rate.local?.rate ?? NaN)}/s), slices ${ns.rate.service.blocks.map((x) => Math.round(x)).join(' ')}, PAWS ${ns.pawsRejects}`);
+        }
+        if (runs('conntrack')) b.conntrack = await conntrackScenario();
+        if (b.conntrack) log(`  conntrack per ${b.conntrack.connections}: service n1 ${b.conntrack.service.n1} n2 ${b.conntrack.service.n2}; direct n1 ${b.conntrack.direct.n1} n2 ${b.conntrack.direct.n2}`);
+        if (runs('programming')) b.programming = await programmingScenario(api, running);
+        if (b.programming) log(`  programming: p50 ${b.programming.p50} ms, max ${b.programming.max} ms (${b.programming.samples.length} changes)`);
+        if (runs('churn')) b.churn = await churnScenario(api, running, created);
+        if (b.churn) log(`  churn: ${b.churn.changes} changes at ${b.churn.achievedRate.toFixed(1)}/s, CPU n1 ${b.churn.cpuSeconds.n1.toFixed(2)} s, n2 ${b.churn.cpuSeconds.n2.toFixed(2)} s`);
+        if (runs('memory')) b.memory = await memoryScenario(running);
+        if (dp === 'switchyard' && b.conntrack) {
           // Which rule makes the node track these flows: the same connections once more with the
           // masquerade chain of the tc path removed (nothing else in the namespace uses netfilter).
           scrubNodes();
@@ -841,7 +864,7 @@ async function main(): Promise<void> {
           b.conntrack!.directWithoutMasquerade = c.direct;
           log(`  conntrack without the masquerade chain: service n1 ${c.service.n1} n2 ${c.service.n2}; direct n1 ${c.direct.n1} n2 ${c.direct.n2}`);
         }
-        log(`  memory: RSS n1 ${(b.memory.rss.n1 / 2 ** 20).toFixed(0)} MiB${b.memory.bpfMapBytes ? ` + maps ${(b.memory.bpfMapBytes.n1 / 2 ** 20).toFixed(0)} MiB` : ''}, rules ${b.memory.rules.n1}, set elements ${b.memory.setElements.n1}`);
+        if (b.memory) log(`  memory: RSS n1 ${(b.memory.rss.n1 / 2 ** 20).toFixed(0)} MiB${b.memory.bpfMapBytes ? ` + maps ${(b.memory.bpfMapBytes.n1 / 2 ** 20).toFixed(0)} MiB` : ''}, rules ${b.memory.rules.n1}, set elements ${b.memory.setElements.n1}`);
       } catch (e) {
         b.error = (e as Error).message.slice(0, 2000);
         log(`  FAILED: ${b.error.split('\n')[0]}`);

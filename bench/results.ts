@@ -24,6 +24,8 @@ export interface LoadStat {
 export interface LoadPair {
   service: LoadStat;
   direct: LoadStat;
+  /** North-south: the same backends through a NodePort with externalTrafficPolicy: Local, from a third client address. */
+  local?: LoadStat;
 }
 
 export interface PerNode<T = number> {

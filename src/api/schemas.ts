@@ -387,6 +387,10 @@ export const traceResponse = open('What this node does with one flow (docs/opera
   query: open('the flow asked about'),
   path: { type: 'string', enum: ['tc', 'socket'] },
   frontend: { ...open('the matching service entry'), type: ['object', 'null'] },
+  ownership: open('tc path: which packets of the flow switchyard takes (docs/north-south.md, "What the tc path owns") and the node\'s ownership counters', {
+    rule: str,
+    counters: { type: 'object', additionalProperties: str },
+  }),
   flow: open('tc path: the flow state (sy_ct4/6)'),
   sourceRange: open('loadBalancerSourceRanges and whether the client is inside'),
   affinity: open('sessionAffinity'),

@@ -159,6 +159,11 @@ export function renderTrace(t: TraceReport): string {
       `frontend   ${f.type ?? '?'} ${hostPort(f.address, f.port)}/${f.protocol} ${f.scope}  ${name}  svc ${f.svcId}: ${f.backendCount} backend(s), M=${f.maglevSize}${f.externalTrafficPolicyLocal ? ', externalTrafficPolicy Local' : ''}${f.flags.length ? `, ${f.flags.join(',')}` : ''}`,
     );
   } else out.push('frontend   (none)');
+  if (t.ownership) {
+    out.push(`owns       ${t.ownership.rule}`);
+    const c = Object.entries(t.ownership.counters);
+    if (c.length) out.push(`           on this node so far: ${c.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
   if (t.flow) {
     out.push(
       t.flow.state === 'none'

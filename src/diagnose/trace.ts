@@ -25,7 +25,7 @@ import { hostPort, svcFlagNames, tableOf, type Names } from '../dataplane/inspec
 import {
   BE_F_LOCAL, BE_F_TERMINATING, CT_F_FIN_FWD, CT_F_FIN_REV, CT_F_LOCAL, CT_F_MASQ, CT_F_REPLIED, CT_F_RST, CT_FWD, EXT_F_LOCAL, EXT_F_SRC_RANGES,
   IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec,
-  srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec, type BackendVal, type SvcVal,
+  srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec, TC_COUNTERS, type BackendVal, type SvcVal,
 } from '../dataplane/layout.js';
 import { DEFAULT_CT_TIMEOUTS, type CtTimeouts } from '../dataplane/tc.js';
 import { BadQuery } from '../dataplane/tables.js';
@@ -131,6 +131,11 @@ export interface TraceReport {
     externalTrafficPolicyLocal: boolean;
     sourceRanges: string[];
   } | null;
+  /**
+   * tc path: which packets of this flow switchyard takes (docs/north-south.md,
+   * "What the tc path owns"), and the node's ownership counters so far.
+   */
+  ownership?: { rule: string; counters: Record<string, string> };
   /** tc path: the flow's state in sy_ct4/6. */
   flow?: { state: 'none' } | { state: 'existing'; usable: boolean; why: string; backendId: number; backend: string; flags: string[]; idleSec: number };
   sourceRange?: { ranges: string[]; allowed: boolean };
@@ -164,6 +169,33 @@ function lifetimeSec(flags: number, proto: number, t: CtTimeouts): number {
   if (flags & CT_F_RST || (flags & CT_F_FIN_FWD && flags & CT_F_FIN_REV)) return t.closeSec;
   if (!(flags & CT_F_REPLIED)) return t.synSec;
   return t.tcpSec;
+}
+
+const OWNERSHIP_RULE =
+  'a packet without a usable flow starts one only if it can: a TCP SYN without ACK or RST, or a UDP datagram whose tuple the kernel\'s conntrack ' +
+  'does not hold as the reply of another connection; a SYN-ACK or RST never does; a mid-stream TCP segment is adopted unless conntrack holds it as a reply ' +
+  '(or, without the conntrack kfunc, never). Replies are translated only while the flow lives: not after a RST, not a SYN-ACK after FIN both ways, not past the idle timeout. ' +
+  'This trace follows a packet that starts a flow.';
+
+const OWNERSHIP_COUNTERS = ['new_flow', 'flow_reused', 'flow_adopted', 'pass_conntrack', 'pass_no_start', 'pass_local_socket', 'rev_stale'] as const;
+
+/** The node's ownership counters (sy_tc_stats, summed over CPUs); empty without the tc path. */
+function ownershipCounters(maps: InspectMaps): Record<string, string> {
+  const out: Record<string, string> = {};
+  const m = maps.openPinned('sy_tc_stats');
+  if (!m) return out;
+  try {
+    for (const name of OWNERSHIP_COUNTERS) {
+      const i = TC_COUNTERS.indexOf(name);
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(i);
+      const per = m.lookupPerCpu(key) ?? [];
+      out[name] = per.reduce((a, b) => a + b.readBigUInt64LE(0), 0n).toString();
+    }
+  } finally {
+    m.close();
+  }
+  return out;
 }
 
 /** Parses "ADDR:PORT", "[v6]:PORT", or (port optional) "ADDR". */
@@ -211,6 +243,7 @@ export function trace(maps: InspectMaps, names: Names, q: TraceQuery, o: { ct?: 
     outcome: { action: 'pass', text: '' },
   };
 
+  if (!q.nodeClient) report.ownership = { rule: OWNERSHIP_RULE, counters: ownershipCounters(maps) };
   // 1. tc path: an existing flow keeps its backend (sy_ct_usable), before any service lookup.
   const backendOf = (id: number): TraceBackend | undefined => {
     const b: BackendVal | undefined = maps.backends.lookup(id);

@@ -237,6 +237,8 @@ describe('explain and trace in the lab', () => {
       const t = JSON.parse(viaApi(['trace', '--to', `${N1}:30180`, '--from', `${EXT}:${port}`, '-o', 'json']).out);
       assert.equal(t.path, 'tc');
       assert.deepEqual(t.flow, { state: 'none' });
+      assert.match(t.ownership.rule, /TCP SYN without ACK or RST/);
+      assert.deepEqual(Object.keys(t.ownership.counters).sort(), ['flow_adopted', 'flow_reused', 'new_flow', 'pass_conntrack', 'pass_local_socket', 'pass_no_start', 'rev_stale']);
       assert.equal(t.maglev.known, true);
       const r = await lab.external(['tcp-from', N1, 30180, port]);
       assert.ok(r.pod, JSON.stringify(r));

@@ -46,7 +46,7 @@ const goalRows = (md: string) => md.slice(md.indexOf('## Goals'), md.indexOf('##
 test('goals: met and missed computed from the figures', () => {
   const md = renderReport(results([100, 10000, 30000]))['report.md'];
   const rows = goalRows(md);
-  assert.equal(rows.length, 7);
+  assert.equal(rows.length, 10);
   const verdict = (s: RegExp) => rows.find((r) => s.test(r))!.split(' | ').pop()!.replace(/ \|$/, '');
   assert.equal(verdict(/within 3 %/), '**met**'); // 102 vs 100 µs: +2 %
   assert.equal(verdict(/at most half/), '**met**'); // p99 306 vs 750
@@ -55,11 +55,28 @@ test('goals: met and missed computed from the figures', () => {
   assert.equal(verdict(/programming p99/), '**met**'); // 40 ms
   assert.equal(verdict(/iptables RSS/), '**met**'); // 150 vs 200 MiB
   assert.equal(verdict(/nftables RSS/), '**missed**'); // 150 vs 120 MiB
+  assert.equal(verdict(/no decay/), '**met**'); // equal slices
+  assert.equal(verdict(/≥ 0.8× direct/), '**missed**'); // 6000 vs 9000
+  assert.equal(verdict(/p99 at 10,000 Services ≤ 1.2×/), '**met**'); // 306 vs 300 µs
+});
+
+test('goals: a NodePort whose slices decay misses the north-south goal; the detail table shows the slices and the Local NodePort', () => {
+  const r = results([10000]);
+  const b = r.blocks.find((x) => x.dataplane === 'switchyard')!;
+  b.northSouth!.rate.service.blocks = [20000, 8000, 3900];
+  b.northSouth!.rate.local = { ...b.northSouth!.rate.service, rate: 8100 };
+  b.northSouth!.latency.local = b.northSouth!.latency.service;
+  b.northSouth!.pawsRejects = 453;
+  const md = renderReport(r)['report.md'];
+  const row = goalRows(md).find((l) => /no decay/.test(l))!;
+  assert.ok(row.includes('lowest slice 19.5 % of the first (20,000, 8,000, 3,900 /s)'), row);
+  assert.ok(row.endsWith('| **missed** |'), row);
+  assert.ok(md.includes('| 10,000 | switchyard | 20,000 → 8,000 → 3,900 | 19.5 % | 0.67× | 1.02× | 0.90× | 1.02× | 453 |'), md.slice(md.indexOf('## 2.'), md.indexOf('## 3.')));
 });
 
 test('goals: a scale missing from the run is "not measured", not met', () => {
   const rows = goalRows(renderReport(results([10, 100]))['report.md']);
-  assert.equal(rows.filter((r) => r.endsWith('| not measured |')).length, 4);
+  assert.equal(rows.filter((r) => r.endsWith('| not measured |')).length, 7);
 });
 
 test('tables: one per scenario with every dataplane and both ratios', () => {
