@@ -7,7 +7,7 @@
  * ever sees a half-programmed map, and /readyz turns true only after both.
  */
 import type { Logger } from 'pino';
-import { ModelCache, buildDesiredState, nodeInfoFromObject } from '../model/index.js';
+import { ModelCache, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeModelKey } from '../model/index.js';
 import { IncrementalModel } from '../model/incremental.js';
 import type { DesiredState, Frontend, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
@@ -72,6 +72,10 @@ export interface AgentHealth {
   pendingSince?: Date;
   /** The last sync or repair that failed, while nothing has succeeded since. */
   lastError?: string;
+  /** Load balancers should still send new connections here: the Node is not being deleted nor tainted for deletion. */
+  nodeEligible: boolean;
+  /** Why not eligible. */
+  nodeReason?: string;
 }
 
 export interface ResyncStatus {
@@ -136,7 +140,9 @@ export class Agent {
   /** The last apply went through (a hinted apply needs the maps to hold the previous desired state). */
   private lastApplyOk = false;
   /** Node object last seen (by identity): a Node change makes the next build a full one. */
-  private lastNodeObj?: unknown;
+  /** nodeModelKey of the Node the incremental model was built with. */
+  private lastNodeKey?: string;
+  private node: { eligible: boolean; reason?: string } = { eligible: true };
   private synced = false;
   private readonly triggerTimes = new Map<string, string>();
   private slicesAtFullPass = 0;
@@ -415,6 +421,8 @@ export class Agent {
     const h: AgentHealth = {
       healthy: true,
       ready: this.ready,
+      nodeEligible: this.node.eligible,
+      ...(this.node.reason ? { nodeReason: this.node.reason } : {}),
       ...(this.lastOkAt !== undefined ? { lastUpdated: new Date(this.lastOkAt) } : {}),
       ...(oldest !== undefined ? { pendingSince: new Date(oldest) } : {}),
       ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
@@ -492,6 +500,13 @@ export class Agent {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
       const nodeRejected: Rejection[] = [];
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
+      const nodeKey = nodeModelKey(this.d.nodeName, node);
+      const eligibility = nodeEligibility(node);
+      if (eligibility.eligible !== this.node.eligible) {
+        if (eligibility.eligible) logger.info('the Node is eligible for load balancer traffic again: /healthz follows the agent\'s health');
+        else logger.warn({ reason: eligibility.reason }, 'the Node is going away: /healthz answers 503 so that load balancers drain it (/livez unchanged)');
+      }
+      this.node = eligibility;
       let desired: DesiredState;
       let hint: ApplyHint | undefined;
       let serving: number | undefined;
@@ -499,13 +514,15 @@ export class Agent {
         // A source that says what changed: the incremental model, reset on a snapshot
         // without a delta (first, relist, Node change) and whenever the Node object changed.
         this.incremental ??= new IncrementalModel({ serviceProxyName: this.d.serviceProxyName });
-        if (s.delta && this.incremental.ready && node === this.lastNodeObj) {
+        // Only what the model reads of the Node matters: a status update (heartbeat) is no reason to rebuild.
+        if (s.delta && this.incremental.ready && nodeKey === this.lastNodeKey) {
           const r = this.incremental.update(s.delta);
           desired = r.desired;
           serving = r.services;
           // The reconciler may skip the unchanged Services only when the maps hold the last result.
           if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
         } else {
+          metrics.modelRebuilds?.inc({ reason: s.delta && this.incremental.ready ? 'node' : 'full' });
           const r = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo });
           desired = r.desired;
           serving = r.services;
@@ -517,7 +534,7 @@ export class Agent {
           this.modelCache,
         );
       }
-      this.lastNodeObj = node;
+      this.lastNodeKey = nodeKey;
       this.modelOut = { snapshot: s, desired, node: nodeInfo };
       const rejected = [...s.rejected, ...nodeRejected, ...desired.rejected];
       // Each rejection is logged and counted once, when it appears, not on every sync;

@@ -110,6 +110,25 @@ export interface ProxyHealthState {
   lastUpdated: Date;
   /** Why not healthy: added to the body as "reason". */
   reason?: string;
+  /** /healthz only: false while the Node is going away (503, "nodeEligible": false); /livez ignores it. */
+  nodeEligible?: boolean;
+}
+
+/**
+ * The agent's health as :10256 serves it: /healthz = ready, healthy and the
+ * Node eligible (kube-proxy >= 1.28); /livez = healthy (a starting agent is alive).
+ */
+export function agentProxyHealth(agent: { health(): { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: Date; nodeEligible: boolean; nodeReason?: string } }): [() => ProxyHealthState, () => ProxyHealthState] {
+  const healthz = (): ProxyHealthState => {
+    const h = agent.health();
+    const healthy = h.healthy && h.ready;
+    return { healthy, reason: healthy ? h.nodeReason : h.reason, lastUpdated: h.lastUpdated ?? new Date(0), nodeEligible: h.nodeEligible };
+  };
+  const livez = (): ProxyHealthState => {
+    const h = agent.health();
+    return { healthy: h.healthy, reason: h.reason, lastUpdated: h.lastUpdated ?? new Date(0) };
+  };
+  return [healthz, livez];
 }
 
 /**
@@ -140,10 +159,11 @@ export class ProxyHealthServer {
       const now = new Date();
       res.setHeader('Content-Type', 'application/json');
       res.setHeader('X-Content-Type-Options', 'nosniff');
-      res.statusCode = s.healthy ? 200 : 503;
+      const eligible = path === '/healthz' ? s.nodeEligible !== false : true;
+      res.statusCode = s.healthy && eligible ? 200 : 503;
       const body: Record<string, unknown> = { lastUpdated: (s.healthy ? now : s.lastUpdated).toISOString(), currentTime: now.toISOString() };
-      if (path === '/healthz') body.nodeEligible = true;
-      if (!s.healthy && s.reason) body.reason = s.reason;
+      if (path === '/healthz') body.nodeEligible = eligible;
+      if ((!s.healthy || !eligible) && s.reason) body.reason = s.reason;
       res.end(JSON.stringify(body));
     });
     await listen(server, host, port);

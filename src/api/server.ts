@@ -7,7 +7,7 @@
  */
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { AgentHealth, AgentStatus } from '../agent/agent.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
@@ -46,6 +46,9 @@ export interface ApiDeps {
 
 const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
 
+/** explain ?probe=true requests running at once on one agent; more get 429. */
+export const MAX_PROBES = 2;
+
 class HttpError extends Error {
   constructor(readonly statusCode: number, message: string) {
     super(message);
@@ -83,7 +86,9 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
   app.setErrorHandler((err: FastifyError | Error, _req, reply) => {
     if (err instanceof BadQuery || err instanceof BadPage) return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: err.message });
     if (err instanceof HttpError) {
-      return reply.code(err.statusCode).send({ statusCode: err.statusCode, error: err.statusCode === 404 ? 'Not Found' : 'Error', message: err.message });
+      if (err.statusCode === 429) reply.header('retry-after', '2');
+      const error = err.statusCode === 404 ? 'Not Found' : err.statusCode === 429 ? 'Too Many Requests' : 'Error';
+      return reply.code(err.statusCode).send({ statusCode: err.statusCode, error, message: err.message });
     }
     const code = (err as FastifyError).statusCode ?? 500;
     return reply.code(code).send({ statusCode: code, error: code === 400 ? 'Bad Request' : 'Internal Server Error', message: err.message });
@@ -101,7 +106,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     };
     const errors = { 400: S.errorSchema, 404: S.errorSchema };
 
-    const health = (): AgentHealth => deps.agent.health?.() ?? { healthy: true, ready: deps.agent.isReady(), ...(deps.agent.isReady() ? {} : { reason: 'waiting for the first sync' }) };
+    const health = (): AgentHealth => deps.agent.health?.() ?? { healthy: true, ready: deps.agent.isReady(), nodeEligible: true, ...(deps.agent.isReady() ? {} : { reason: 'waiting for the first sync' }) };
     const healthBody = { type: 'object', properties: { ok: { type: 'boolean' }, reason: { type: 'string' } } };
     get('/healthz', {
       summary: 'Liveness: 503 when a change has waited longer than --health-timeout for a successful sync, or the hooks were detached',
@@ -187,6 +192,10 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       return { inSync: items.length === 0, items };
     });
 
+    let probesRunning = 0;
+    const probesRefused =
+      (deps.registry.getSingleMetric('switchyard_probes_refused_total') as Counter | undefined) ??
+      new Counter({ name: 'switchyard_probes_refused_total', help: `explain probes refused with 429 because ${MAX_PROBES} were running`, registers: [deps.registry] });
     const diag = (): DiagnoseDeps => ({ input: async () => undefined, ...deps.diagnose, maps: deps.maps, names: deps.names });
 
     get<{ problems?: boolean }>(
@@ -201,11 +210,23 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
         summary: 'Why a Service works or not on this node: object, EndpointSlices, frontends, maps, health check, probe; a verdict',
         params: S.explainParams,
         querystring: S.explainQuery,
-        response: { 200: S.explainResponse, ...errors },
+        response: { 200: S.explainResponse, ...errors, 429: S.errorSchema },
       },
-      (req) => {
+      async (req) => {
         const ref = parseServiceRef(req.params.svc);
-        return explainService(diag(), { ...ref, probe: req.query.probe === true, from: req.query.from });
+        const probe = req.query.probe === true;
+        if (!probe) return explainService(diag(), { ...ref, probe, from: req.query.from });
+        // A probe starts a shell and a Node child: a few at a time, the rest are told to come back.
+        if (probesRunning >= MAX_PROBES) {
+          probesRefused.inc();
+          throw new HttpError(429, `${MAX_PROBES} probes are running on this node; try again in a moment (or ask without probe=true)`);
+        }
+        probesRunning++;
+        try {
+          return await explainService(diag(), { ...ref, probe, from: req.query.from });
+        } finally {
+          probesRunning--;
+        }
       },
     );
 

@@ -32,7 +32,7 @@ import { unlinkSync } from 'node:fs';
 import { migrations } from '../dataplane/migrate.js';
 import { DEFAULT_MASQ_MARK, TcDatapath, cleanupTcFilters, type TcAttachMode } from '../dataplane/tc.js';
 import { DEFAULT_MASQ_PORTS, removeMasqRules, type IptablesMode } from '../dataplane/iptables.js';
-import { HealthCheckServers, ProxyHealthServer } from '../agent/healthcheck.js';
+import { HealthCheckServers, ProxyHealthServer, agentProxyHealth } from '../agent/healthcheck.js';
 import { NorthSouth } from '../agent/northsouth.js';
 import { registerTcMetrics } from '../agent/metrics.js';
 import { LogRing, ringLogger } from '../agent/logring.js';
@@ -282,11 +282,11 @@ async function runAgent(o: Opts): Promise<number> {
       stallMs: stallSec * 1000,
     });
   } else {
-    source = new FileSource(sourceKind.slice('file:'.length), (e) =>
-      e instanceof FileParseError
-        ? logger.error({ file: e.file, line: e.line, column: e.column }, `${e.message}; keeping the last good state`)
-        : logger.warn({ err: e }, 'file source'),
-    );
+    source = new FileSource(sourceKind.slice('file:'.length), (e) => {
+      metrics.sourceErrors.inc({ resource: 'file' });
+      if (e instanceof FileParseError) logger.error({ file: e.file, line: e.line, column: e.column }, `${e.message}; keeping the last good state`);
+      else logger.warn({ err: e }, 'file source');
+    });
   }
   let agentRef: Agent | undefined;
   const hcServers = new HealthCheckServers(() => {
@@ -337,11 +337,7 @@ async function runAgent(o: Opts): Promise<number> {
   const appDeps = { agent, maps, names: currentNames, drift: () => agent.driftAsync(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing, stats: sampler };
   const apps = [buildApp(appDeps)];
   // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
-  const healthState = (needReady: boolean) => () => {
-    const h = agent.health();
-    return { healthy: h.healthy && (!needReady || h.ready), reason: h.reason, lastUpdated: h.lastUpdated ?? new Date(0) };
-  };
-  const proxyHealth = new ProxyHealthServer(healthState(true), healthState(false));
+  const proxyHealth = new ProxyHealthServer(...agentProxyHealth(agent));
   // Every listener the flags ask for, or none: the agent does not run half-served.
   const listeners: ListenerSpec[] = [
     { flag: '--api-addr', address: o['api-addr'] ?? DEFAULT_API_ADDR, open: () => apps[0].listen({ host: api.host, port: api.port }), close: () => apps[0].close() },

@@ -229,10 +229,22 @@ function cachedRows<T>(maps: object, key: string, fresh: boolean): T | undefined
   const e = rowCache.get(maps)?.get(key);
   return !fresh && e && Date.now() - e.at < ROWS_TTL_MS ? (e.rows as T) : undefined;
 }
+/** Listings kept at once, per set of maps: each distinct filter is one (the oldest goes first). */
+export const ROWS_CACHE_MAX = 8;
 function keepRows(maps: object, key: string, rows: unknown): void {
   let m = rowCache.get(maps);
   if (!m) rowCache.set(maps, (m = new Map()));
-  m.set(key, { at: Date.now(), rows });
+  const now = Date.now();
+  // Expired listings are dropped; past the cap, the oldest (Maps iterate in insertion order).
+  for (const [k, e] of m) if (now - e.at >= ROWS_TTL_MS) m.delete(k);
+  m.delete(key);
+  while (m.size >= ROWS_CACHE_MAX) m.delete(m.keys().next().value!);
+  m.set(key, { at: now, rows });
+}
+
+/** Listings held for `maps` (for tests and /v1/status). */
+export function cachedListings(maps: object): number {
+  return rowCache.get(maps)?.size ?? 0;
 }
 
 /** Index of the first row whose order is above `after` (rows sorted). */

@@ -166,6 +166,29 @@ export function normalizeNode(node: NodeInfo, rejected: Rejection[]): NodeNorm {
  * source has none): labels, zone, and the InternalIP/ExternalIP addresses.
  * Parts of the wrong shape are pushed to `rejected` and read as empty.
  */
+/** The taint the cluster autoscaler puts on a node it is about to delete. */
+export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
+
+/**
+ * Whether load balancers should still send new connections through this node
+ * (kube-proxy >= 1.28, KEP-3836): not while the Node object is being deleted
+ * or carries the cluster autoscaler's to-be-deleted taint. A missing or
+ * malformed Node is eligible (nothing says it is going away).
+ */
+export function nodeEligibility(node: unknown): { eligible: boolean; reason?: string } {
+  const n = node as { metadata?: { deletionTimestamp?: unknown }; spec?: { taints?: unknown } } | null | undefined;
+  if (n?.metadata?.deletionTimestamp) return { eligible: false, reason: `the Node is being deleted (deletionTimestamp ${String(n.metadata.deletionTimestamp)})` };
+  const taints = Array.isArray(n?.spec?.taints) ? (n!.spec!.taints as { key?: unknown }[]) : [];
+  if (taints.some((t) => t?.key === TO_BE_DELETED_TAINT)) return { eligible: false, reason: `the Node has the ${TO_BE_DELETED_TAINT} taint` };
+  return { eligible: true };
+}
+
+/** What the model reads of a Node, as a string: equal keys, equal frontends. */
+export function nodeModelKey(name: string, node: unknown): string {
+  const info = nodeInfoFromObject(name, node, []);
+  return JSON.stringify([info.zone, info.labels, info.addresses]);
+}
+
 export function nodeInfoFromObject(name: string, node: unknown, rejected: Rejection[]): NodeInfo {
   const f = nodeFields(name, node, rejected);
   return { name, zone: f.zone, labels: f.labels, addresses: f.addresses };

@@ -147,9 +147,22 @@ export function parseObjects(text: string, file: string): ParsedFile {
     out.errors.push(new FileParseError(file, line, column, detail));
   }
   if (out.errors.length > 0) return out;
-  list.forEach((doc, i) => {
+  // Building the objects can fail too (more than 100 aliases: the parser's guard against
+  // "billion laughs"); then, as for a syntax error, nothing of the file is used.
+  const objs: (Record<string, any> | null)[] = [];
+  for (const doc of list) {
+    try {
+      objs.push(doc.toJS() as Record<string, any> | null);
+    } catch (e) {
+      const start = doc.range?.[0] ?? 0;
+      const line = text.slice(0, start).split('\n').length;
+      out.errors.push(new FileParseError(file, line, 1, (e as Error).message.split('\n')[0]));
+      return out;
+    }
+  }
+  list.forEach((_doc, i) => {
     const where = `${file} document ${i + 1}`;
-    const obj = doc.toJS() as Record<string, any> | null;
+    const obj = objs[i];
     if (obj === null || obj === undefined) return;
     const items: unknown[] = isMap(obj) && obj.kind === 'List' && Array.isArray(obj.items) ? obj.items : [obj];
     for (const o of items) {
@@ -306,7 +319,12 @@ export class FileSource implements Source {
 
   async start(onSnapshot: (s: Snapshot) => void): Promise<void> {
     this.onSnapshot = onSnapshot;
-    this.check(true);
+    // Whatever goes wrong reading the files is reported, never thrown out of the agent's start.
+    try {
+      this.check(true);
+    } catch (e) {
+      this.onError(e as Error);
+    }
     const trigger = () => {
       clearTimeout(this.debounce);
       this.debounce = setTimeout(() => this.safeCheck(), 50);

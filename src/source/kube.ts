@@ -38,7 +38,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../model/index.js';
+import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, TO_BE_DELETED_TAINT, nodeEligibility, nodeModelKey } from '../model/index.js';
 import type { Snapshot, Source } from './types.js';
 import { serviceObjectKey, sliceServiceKey } from '../model/incremental.js';
 import { kubeApiConfig, type ApiConfig } from './apiconfig.js';
@@ -178,7 +178,7 @@ function apiError(status: number, body: string): ApiError {
 /** Annotations something here reads (kube-proxy's programming latency); every other one is dropped. */
 const KEPT_ANNOTATIONS = ['endpoints.kubernetes.io/last-change-trigger-time'];
 /** Metadata fields kept: identity, labels (selection), and what status and explain show. */
-const KEPT_METADATA = ['name', 'namespace', 'uid', 'resourceVersion', 'labels'];
+const KEPT_METADATA = ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp'];
 /** Endpoint fields the model reads (targetRef, hostname, deprecatedTopology are not). */
 const KEPT_ENDPOINT = ['addresses', 'conditions', 'nodeName', 'zone', 'hints'];
 
@@ -210,6 +210,11 @@ export function trim(o: any, resource: Resource): any {
       for (const k of KEPT_ENDPOINT) if (k in ep) e[k] = ep[k];
       return e;
     });
+  }
+  // Nodes: the autoscaler's to-be-deleted taint only (health: nodeEligibility).
+  if (resource === 'nodes' && isObj(o.spec)) {
+    const taints = Array.isArray(o.spec.taints) ? o.spec.taints.filter((t: unknown) => isObj(t) && t.key === TO_BE_DELETED_TAINT) : [];
+    o.spec = taints.length ? { taints } : {};
   }
   // Services: the load balancer's ingress; Nodes: their addresses (not images, conditions, …).
   const keep = resource === 'services' ? 'loadBalancer' : resource === 'nodes' ? 'addresses' : undefined;
@@ -560,7 +565,15 @@ export class KubeSource implements Source {
         if (this.dirty !== 'all') for (const k of keys) if (k !== undefined) this.dirty.add(k);
       }
     }
-    if (listed || resource === 'nodes') this.dirty = 'all';
+    if (resource === 'nodes' && !listed) {
+      // A Node's status changes every few minutes (kubelet heartbeats): only what the model
+      // reads (labels, addresses) asks for a full rebuild; whether the Node is going away only
+      // needs a snapshot (health); anything else none at all.
+      const name = (o: unknown) => String((o as { metadata?: { name?: unknown } } | undefined)?.metadata?.name ?? '');
+      const modelSame = before !== undefined && after !== undefined && nodeModelKey(name(before), before) === nodeModelKey(name(after), after);
+      if (modelSame && nodeEligibility(before).eligible === nodeEligibility(after).eligible) return;
+      if (!modelSame) this.dirty = 'all';
+    } else if (listed) this.dirty = 'all';
     else if (resource === 'services' && this.dirty !== 'all') {
       for (const o of [before, after]) if (o !== undefined) this.dirty.add(serviceObjectKey(o));
     }

@@ -18,6 +18,7 @@ import { listServices, resolveNames } from '../../src/dataplane/inspect.js';
 import { listFlows } from '../../src/dataplane/tables.js';
 import { PinnedNames } from '../../src/dataplane/names.js';
 import { buildApp } from '../../src/api/server.js';
+import { ROWS_CACHE_MAX, cachedListings } from '../../src/dataplane/inspect.js';
 import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';
 import { native } from '../../src/bpf/native.js';
 import { ct4KeyCodec, ct4ValCodec } from '../../src/dataplane/layout.js';
@@ -53,6 +54,7 @@ describe('REST API on real maps', () => {
   let rec: Reconciler;
   let names: PinnedNames;
   let app: FastifyInstance;
+  let maps: ReturnType<typeof datapathMaps>;
   const get = async (url: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'HEAD' = 'GET') => {
     const r = await app.inject({ method, url });
     return { status: r.statusCode, headers: r.headers, body: r.body ? (r.headers['content-type']?.toString().includes('json') ? JSON.parse(r.body) : r.body) : undefined };
@@ -68,7 +70,7 @@ describe('REST API on real maps', () => {
     assert.deepEqual(rec.apply(STATE).errors, []);
     names = PinnedNames.openForWrite(root, 64, 64);
     names.sync({ frontends: rec.frontendMeta().values(), backends: rec.backendInfo() });
-    const maps = datapathMaps(dp);
+    maps = datapathMaps(dp);
     const nm = () => resolveNames({ reconciler: { frontends: rec.frontendMeta(), backends: rec.backendInfo() }, pinned: names });
     const registry = new Registry();
     agentMetrics(registry);
@@ -313,6 +315,12 @@ describe('REST API on real maps', () => {
     const shop = (await get('/v1/services?namespace=shop')).body.items;
     const p1 = (await get('/v1/services?namespace=shop&limit=1')).body;
     assert.deepEqual(p1.items.map((x: any) => x.svcId), [shop[0].svcId]);
+    // Every distinct filter is a listing kept for its continue tokens: a bounded number of them.
+    for (let i = 0; i < 3 * ROWS_CACHE_MAX; i++) assert.equal((await get(`/v1/services?namespace=ns-${i}&limit=1`)).status, 200);
+    assert.ok(cachedListings(maps) <= ROWS_CACHE_MAX, `listings kept: ${cachedListings(maps)}`);
+    assert.ok(shop.length > 1 && p1.continue, 'the shop namespace has more than one frontend');
+    const p2 = (await get(`/v1/services?namespace=shop&limit=1&continue=${p1.continue}`)).body;
+    assert.deepEqual(p2.items.map((x: any) => x.svcId), [shop[1].svcId], 'an evicted listing is read afresh, not refused');
   });
 
   test('/v1/drift is empty when in sync, names a deleted backend, and a resync writes it back', async () => {

@@ -311,4 +311,63 @@ describe('agents on a real kube-apiserver', () => {
     // And the agents run with exactly this token (agent.kubeconfig, through the agents' relay).
     assert.equal((await status('n1')).source.kind, `kube:${cp.agentUrl}`);
   });
+  test('a Node going away: /healthz 503 (nodeEligible false) while tainted for deletion or being deleted, /livez 200; status updates rebuild nothing', async () => {
+    const HZ = testPort(14);
+    await lab.stopAgent('n2');
+    await startKubeAgent('n2', ['--healthz-addr', `127.0.0.1:${HZ}`]);
+    const core = cp.adminConfig().makeApiClient(CoreV1Api);
+    const hz = async (path: string) => {
+      const r = await fetch(`http://127.0.0.1:${HZ}${path}`);
+      return { status: r.status, body: (await r.json()) as { nodeEligible?: boolean; reason?: string } };
+    };
+    const until = async (what: string, ok: () => Promise<boolean>) => {
+      const t = Date.now();
+      while (!(await ok())) {
+        if (Date.now() - t > 10_000) assert.fail(`not within 10 s: ${what}`);
+        await sleep(100);
+      }
+    };
+    await until('/healthz 200', async () => (await hz('/healthz')).status === 200);
+    const rebuilds = async () => metric(await metrics('n2'), 'switchyard_model_rebuilds_total', {});
+
+    // Heartbeats: the Node's status changes, nothing the model reads does.
+    const r0 = await rebuilds();
+    for (let i = 0; i < 3; i++) {
+      const n = await core.readNodeStatus({ name: 'n2' });
+      n.status = { ...n.status, conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', lastHeartbeatTime: new Date(Date.now() + i * 1000), lastTransitionTime: new Date(0) } as any] };
+      await core.replaceNodeStatus({ name: 'n2', body: n });
+    }
+    await sleep(1500);
+    assert.equal(await rebuilds(), r0, 'no full rebuild for Node status updates');
+
+    // The cluster autoscaler's taint drains the node for load balancers.
+    let n = await core.readNode({ name: 'n2' });
+    n.spec = { ...n.spec, taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: String(Math.floor(Date.now() / 1000)), effect: 'NoSchedule' }] };
+    await core.replaceNode({ name: 'n2', body: n });
+    await until('/healthz 503', async () => (await hz('/healthz')).status === 503);
+    const drained = await hz('/healthz');
+    assert.equal(drained.body.nodeEligible, false);
+    assert.match(String(drained.body.reason), /ToBeDeletedByClusterAutoscaler/);
+    assert.equal((await hz('/livez')).status, 200, '/livez keeps its meaning');
+    n = await core.readNode({ name: 'n2' });
+    n.spec = { ...n.spec, taints: [] };
+    await core.replaceNode({ name: 'n2', body: n });
+    await until('/healthz 200 again', async () => (await hz('/healthz')).status === 200);
+
+    // Being deleted (held by a finalizer): 503 until the Node is back.
+    n = await core.readNode({ name: 'n2' });
+    n.metadata = { ...n.metadata, finalizers: ['switchyard.test/hold'] };
+    await core.replaceNode({ name: 'n2', body: n });
+    try {
+      await core.deleteNode({ name: 'n2' });
+      await until('/healthz 503 while deleting', async () => (await hz('/healthz')).status === 503);
+      assert.match(String((await hz('/healthz')).body.reason), /being deleted/);
+    } finally {
+      n = await core.readNode({ name: 'n2' });
+      n.metadata = { ...n.metadata, finalizers: [] };
+      await core.replaceNode({ name: 'n2', body: n });
+      await cp.apply(lab.nodeObjects().filter((o: any) => o.metadata?.name === 'n2'));
+    }
+    await until('/healthz 200 with the Node recreated', async () => (await hz('/healthz')).status === 200);
+  });
 });

@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { Agent } from '../../src/agent/agent.js';
 import { agentMetrics } from '../../src/agent/metrics.js';
-import { HealthCheckServers, ProxyHealthServer } from '../../src/agent/healthcheck.js';
+import { HealthCheckServers, ProxyHealthServer, agentProxyHealth } from '../../src/agent/healthcheck.js';
 import { buildApp } from '../../src/api/server.js';
 import type { Snapshot, Source } from '../../src/source/types.js';
 import type { DriftEntry, Reconciler, SyncResult } from '../../src/dataplane/reconciler.js';
@@ -70,11 +70,7 @@ async function node() {
   // The answers, wired as `switchyard agent` wires them.
   const api = buildApp({ agent, maps: {} as never, names: () => ({}) as never, registry });
   closers.push(() => api.close());
-  const state = (needReady: boolean) => () => {
-    const h = agent.health();
-    return { healthy: h.healthy && (!needReady || h.ready), reason: h.reason, lastUpdated: h.lastUpdated ?? new Date(0) };
-  };
-  const proxy = new ProxyHealthServer(state(true), state(false));
+  const proxy = new ProxyHealthServer(...agentProxyHealth(agent));
   await proxy.listen('127.0.0.1', 0);
   closers.push(() => proxy.close());
   const hc = new HealthCheckServers(() => {
@@ -190,4 +186,31 @@ test('drift the resync cannot repair is pending work too: 503 after the bound, 2
   delete n.fault.resync;
   await n.agent.resync();
   assert.deepEqual((await n.probe()).codes, n.ALL_OK);
+});
+
+test('a Node going away (deletionTimestamp, or the autoscaler\'s taint): :10256/healthz 503 with nodeEligible false, /livez and the rest 200', async () => {
+  const n = await node();
+  const withNode = (version: string, nodeObj: object): Snapshot => ({ ...n.snap(version), nodes: [{ metadata: { name: 'n1' }, ...nodeObj }] });
+  n.agent.onSnapshot(withNode('v1', {}));
+  let p = await n.probe();
+  assert.deepEqual(p.codes, n.ALL_OK);
+  assert.equal(p.lb.nodeEligible, true);
+
+  n.agent.onSnapshot(withNode('v2', { metadata: { name: 'n1', deletionTimestamp: '2025-01-01T00:00:05Z' } }));
+  p = await n.probe();
+  assert.deepEqual(p.codes, { ...n.ALL_OK, lb: 503 }, 'only the load balancers\' check fails; the agent is alive and serving');
+  assert.equal(p.lb.nodeEligible, false);
+  assert.match(String(p.lb.reason), /being deleted/);
+  assert.equal(p.live.nodeEligible, undefined, '/livez keeps its meaning');
+  assert.ok(n.lines.some((l) => /the Node is going away/.test(l.msg)));
+
+  n.agent.onSnapshot(withNode('v3', { spec: { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] } }));
+  p = await n.probe();
+  assert.equal(p.codes.lb, 503);
+  assert.match(String(p.lb.reason), /ToBeDeletedByClusterAutoscaler/);
+
+  n.agent.onSnapshot(withNode('v4', { spec: { taints: [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] } }));
+  p = await n.probe();
+  assert.deepEqual(p.codes, n.ALL_OK, 'another taint (cordon) does not drain');
+  assert.equal(p.lb.nodeEligible, true);
 });

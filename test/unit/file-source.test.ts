@@ -266,3 +266,44 @@ endpoints:
     );
   });
 });
+
+test('a file with more than 100 YAML aliases is a parse error like any other: reported with file and line, the last good state kept', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-src-'));
+  const file = join(dir, 'objects.yaml');
+  let src: FileSource | undefined;
+  try {
+    const good = 'kind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n';
+    writeFileSync(file, good);
+    const seen: Snapshot[] = [];
+    const errors: Error[] = [];
+    src = new FileSource(dir, (e) => errors.push(e));
+    await src.start((s) => seen.push(s));
+    assert.equal(seen.length, 1);
+    const aliases = Array.from({ length: 120 }, (_, i) => `  - *p`).join('\n');
+    writeFileSync(file, `${good}---\nkind: Service\nmetadata: {name: b, labels: &p {x: y}}\nspec:\n  list:\n${aliases}\n`);
+    await until(() => errors.length > 0);
+    const e = errors[0] as FileParseError;
+    assert.ok(e instanceof FileParseError, String(e));
+    assert.equal(e.line, 4, 'the line of the document that failed');
+    assert.match(e.message, /alias/i);
+    assert.equal(seen.length, 1, 'the last good state stays');
+    assert.deepEqual((src.status() as any).parseErrors.map((p: any) => p.file), [file]);
+  } finally {
+    await src?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // And from the start: start() reports it and resolves, it does not throw.
+  const dir2 = mkdtempSync(join(tmpdir(), 'sy-src-'));
+  try {
+    writeFileSync(join(dir2, 'o.yaml'), `kind: Service\nmetadata: {name: b, labels: &p {x: y}}\nspec:\n  list:\n${Array.from({ length: 120 }, () => '  - *p').join('\n')}\n`);
+    const errors: Error[] = [];
+    const s2 = new FileSource(dir2, (e) => errors.push(e));
+    const seen: Snapshot[] = [];
+    await s2.start((s) => seen.push(s));
+    await s2.stop();
+    assert.equal(errors.length, 1);
+    assert.equal(seen.length, 0);
+  } finally {
+    rmSync(dir2, { recursive: true, force: true });
+  }
+});

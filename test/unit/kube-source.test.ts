@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseKubeVersion, proxyLabelSelector, trim } from '../../src/source/kube.js';
-import { buildDesiredState, nodeInfoFromObject } from '../../src/model/index.js';
+import { TO_BE_DELETED_TAINT, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeModelKey } from '../../src/model/index.js';
 import { loadKubeConfig } from '../../src/source/kubeconfig.js';
 import { DirectApiConfig, loadApiConfig } from '../../src/source/apiconfig.js';
 
@@ -158,4 +158,20 @@ test('the store keeps what the model reads: the same frontends from trimmed obje
   // Wrong shapes stay as they are, for the model to reject.
   assert.deepEqual(trim({ metadata: 'x', endpoints: 5 }, 'endpointslices'), { metadata: 'x', endpoints: 5 });
   assert.equal(trim(null, 'services'), null);
+});
+
+test('Nodes: the store keeps deletionTimestamp and the autoscaler\'s taint (health), not the other taints; a status change leaves what the model reads as it was', () => {
+  const node = {
+    metadata: { name: 'n1', resourceVersion: '5', labels: { 'topology.kubernetes.io/zone': 'a' }, deletionTimestamp: '2025-01-01T00:00:00Z', managedFields: [{}] },
+    spec: { podCIDR: '10.244.1.0/24', taints: [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }, { key: TO_BE_DELETED_TAINT, value: '1', effect: 'NoSchedule' }] },
+    status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }], conditions: [{ type: 'Ready', lastHeartbeatTime: '2025-01-01T00:00:00Z' }] },
+  };
+  const t = trim(JSON.parse(JSON.stringify(node)), 'nodes');
+  assert.equal(t.metadata.deletionTimestamp, '2025-01-01T00:00:00Z');
+  assert.deepEqual(t.spec, { taints: [{ key: TO_BE_DELETED_TAINT, value: '1', effect: 'NoSchedule' }] });
+  assert.equal(nodeEligibility(t).eligible, false);
+  const later = { ...JSON.parse(JSON.stringify(node)), status: { ...node.status, conditions: [{ type: 'Ready', lastHeartbeatTime: '2025-01-01T00:05:00Z' }] } };
+  assert.equal(nodeModelKey('n1', trim(later, 'nodes')), nodeModelKey('n1', t), 'a heartbeat: same model input');
+  const relabelled = trim({ ...JSON.parse(JSON.stringify(node)), metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'b' } } }, 'nodes');
+  assert.notEqual(nodeModelKey('n1', relabelled), nodeModelKey('n1', t));
 });
