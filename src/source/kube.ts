@@ -488,7 +488,7 @@ export class KubeSource implements Source {
     this.reflectors = [
       new Reflector('services', '/api/v1/services', { labelSelector }, this.api, this.o, (r, b, a) => this.changed(r, 'services', b, a)),
       new Reflector('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', { labelSelector }, this.api, this.o, (r, b, a) => this.changed(r, 'endpointslices', b, a)),
-      new Reflector('nodes', '/api/v1/nodes', { fieldSelector: `metadata.name=${opts.nodeName}` }, this.api, this.o, (r) => this.changed(r, 'nodes')),
+      new Reflector('nodes', '/api/v1/nodes', { fieldSelector: `metadata.name=${opts.nodeName}` }, this.api, this.o, (r, b, a) => this.changed(r, 'nodes', b, a)),
     ];
   }
 
