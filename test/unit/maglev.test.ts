@@ -606,3 +606,18 @@ describe('autoTableSize', () => {
     assert.throws(() => autoTableSize(10, NaN), RangeError);
   });
 });
+
+it('a frontend with more backends than --maglev-size slots gets a larger M, so that every backend has a slot', async () => {
+  const { Reconciler } = await import('../../src/dataplane/reconciler.js');
+  const fixed = new Reconciler({} as never, { size: 251, auto: false });
+  const auto = new Reconciler({} as never, { size: 1021, auto: true });
+  assert.equal(fixed.tableSizeFor(10), 251);
+  assert.equal(fixed.tableSizeFor(300), 509, 'fixed M grown to the next prime that fits');
+  assert.equal(auto.tableSizeFor(5), 509, 'auto: 100 × n up to --maglev-size');
+  assert.equal(auto.tableSizeFor(20), 1021);
+  assert.equal(auto.tableSizeFor(2000), 2039, 'auto: past --maglev-size when n does not fit');
+  assert.equal(auto.tableSizeFor(200_000), 131071, 'the largest supported table');
+  const backends = Array.from({ length: 300 }, (_, i) => ({ key: backendKey(i), value: i + 1, weight: 1 }));
+  const table = buildMaglevTable(backends, fixed.tableSizeFor(300));
+  assert.equal(new Set(table).size, 300, 'every backend appears in the table');
+});
