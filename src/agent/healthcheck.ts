@@ -94,7 +94,7 @@ export class HealthCheckServers {
   }
 }
 
-function listen(server: http.Server, host: string, port: number): Promise<void> {
+function listenOnce(server: http.Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const onErr = (e: Error) => reject(e);
     server.once('error', onErr);
@@ -103,6 +103,22 @@ function listen(server: http.Server, host: string, port: number): Promise<void> 
       resolve();
     });
   });
+}
+
+/**
+ * An unspecified address ("0.0.0.0", "::", "") listens as Go's net.Listen("tcp", ":port") does,
+ * which is what kube-proxy's 0.0.0.0:10256 means: one dual-stack socket on "::", so that IPv6
+ * load-balancer probes reach it too; on a node booted with IPv6 disabled, IPv4 alone.
+ */
+export async function listen(server: http.Server, host: string, port: number): Promise<void> {
+  if (host !== '0.0.0.0' && host !== '::' && host !== '') return listenOnce(server, host, port);
+  try {
+    await listenOnce(server, '::', port);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw e;
+    await listenOnce(server, '0.0.0.0', port);
+  }
 }
 
 export interface ProxyHealthState {

@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import type { Registry } from 'prom-client';
+import { listen } from './healthcheck.js';
 
 export async function listenMetrics(registry: Registry, host: string, port: number): Promise<http.Server> {
   const server = http.createServer((req, res) => {
@@ -18,9 +19,7 @@ export async function listenMetrics(registry: Registry, host: string, port: numb
       (e: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${e.message}\n`),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port }, () => resolve());
-  });
+  // 0.0.0.0 / :: as Go (kube-proxy) means it: dual-stack where the node has IPv6.
+  await listen(server, host, port);
   return server;
 }

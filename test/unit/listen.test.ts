@@ -85,3 +85,15 @@ test('a process whose listeners clash exits by itself with a non-zero code after
   assert.deepEqual(r.stderr.trim().split('\n').length, 1);
   assert.match(r.stderr, new RegExp(`cannot listen on --healthz-addr 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`));
 });
+
+test('--healthz-addr 0.0.0.0:PORT is dual-stack as kube-proxy\'s (Go) socket: IPv4 and IPv6 probes both reach it', async () => {
+  const port = await freePort();
+  const health = new ProxyHealthServer(() => ({ healthy: true, lastUpdated: new Date(0) }));
+  try {
+    await health.listen('0.0.0.0', port);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+    assert.equal((await fetch(`http://[::1]:${port}/healthz`)).status, 200, 'an IPv6 load-balancer probe');
+  } finally {
+    await health.close();
+  }
+});
