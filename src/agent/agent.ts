@@ -12,7 +12,7 @@ import { IncrementalModel } from '../model/incremental.js';
 import type { DesiredState, Frontend, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
 import type { SocketLbDatapath, AttachedLink } from '../dataplane/datapath.js';
-import type { ApplyHint, DriftEntry, Reconciler, SyncResult } from '../dataplane/reconciler.js';
+import type { ApplyHint, DriftEntry, Reconciler, SyncError, SyncResult } from '../dataplane/reconciler.js';
 import type { AgentMetrics } from './metrics.js';
 import type { PinnedNames } from '../dataplane/names.js';
 
@@ -99,6 +99,8 @@ export interface AgentStatus {
   attached: AttachedLink[];
   source: { kind: string; appliedVersion?: string; lastSnapshotAt?: string; [detail: string]: unknown };
   lastSync?: LastSync;
+  /** Entries the last sync could not write, retried until they are (the first 50). */
+  notProgrammed?: { count: number; entries: SyncError[] };
   rejected: Rejection[];
   resync?: ResyncStatus;
   socketReaper?: { enabled: boolean; unavailable?: string; last?: Agent['lastReap'] };
@@ -132,6 +134,8 @@ export class Agent {
   private appliedVersion?: string;
   private lastSnapshotAt?: number;
   private lastSync?: LastSync;
+  /** Entries the last sync could not write (retried until they are). */
+  private notProgrammed: SyncError[] = [];
   private rejected: Rejection[] = [];
   private readonly now: () => number;
   private readonly modelCache = new ModelCache();
@@ -463,6 +467,11 @@ export class Agent {
     this.retryTimer.unref();
   }
 
+  /** Entries the last sync could not write (the agent retries them). */
+  notProgrammedEntries(): SyncError[] {
+    return this.notProgrammed;
+  }
+
   status(): AgentStatus {
     return {
       node: this.d.nodeName,
@@ -475,6 +484,7 @@ export class Agent {
         ...this.d.source.status?.(),
       },
       lastSync: this.lastSync,
+      notProgrammed: { count: this.notProgrammed.length, entries: this.notProgrammed.slice(0, 50) },
       rejected: this.rejected,
       resync: this.resyncState,
       socketReaper: { enabled: !!this.d.reaper, ...(this.d.reaperUnavailable ? { unavailable: this.d.reaperUnavailable } : {}), ...(this.lastReap ? { last: this.lastReap } : {}) },
@@ -587,16 +597,28 @@ export class Agent {
       this.lastSync = { ...res, at: new Date(at).toISOString(), model: hint ? 'delta' : 'full', ...(hint ? { changedServices: hint.services.size } : {}) };
       this.appliedVersion = s.version;
       this.lastApplyOk = res.errors.length === 0;
-      // Synced (kube-proxy's Updated): nothing pending, no failure standing.
-      if (this.pendingSnapshot === s) {
-        this.pendingSnapshot = undefined;
-        this.pendingSince = undefined;
+      // Entries that could not be written (a full map, ENOMEM, ids exhausted) leave the sync
+      // unfinished: the change stays pending (health turns 503 after --health-timeout, as
+      // kube-proxy's when its syncs fail), is retried with backoff, and is listed in status and
+      // explain. Errors of the input itself (permanent) wait for the objects to change.
+      const failed: SyncError[] = [...res.errors.filter((e) => !e.permanent), ...(ext?.errors ?? []).map((reason) => ({ reason }))];
+      this.notProgrammed = failed;
+      if (failed.length === 0) {
+        // Synced (kube-proxy's Updated): nothing pending, no failure standing.
+        if (this.pendingSnapshot === s) {
+          this.pendingSnapshot = undefined;
+          this.pendingSince = undefined;
+        }
+        this.lastOkAt = at;
+        this.lastError = undefined;
+        this.retries = 0;
+        clearTimeout(this.retryTimer);
+        this.retryTimer = undefined;
+      } else {
+        this.pendingSince ??= at;
+        this.lastError = `${failed.length} ${failed.length === 1 ? 'entry' : 'entries'} not programmed (${failed[0].servicePort ? `${failed[0].servicePort}: ` : ''}${failed[0].reason})`;
+        this.scheduleRetry();
       }
-      this.lastOkAt = at;
-      this.lastError = undefined;
-      this.retries = 0;
-      clearTimeout(this.retryTimer);
-      this.retryTimer = undefined;
       logger.info(
         {
           version: s.version,

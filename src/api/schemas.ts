@@ -258,6 +258,11 @@ export const statusResponse = {
         last: { type: 'object', properties: { at: str, backends: int, namespaces: int, destroyed: int, failed: int, ms: { type: 'number' } } },
       },
     },
+    notProgrammed: {
+      type: 'object',
+      description: 'entries the last sync could not write (a full map, ENOMEM, ids exhausted): retried with backoff until they are; health turns 503 after --health-timeout',
+      properties: { count: int, entries: { type: 'array', items: { type: 'object', properties: { frontend: str, servicePort: str, reason: str } } } },
+    },
     rejected: {
       type: 'array',
       items: { type: 'object', properties: { kind: str, namespace: str, name: str, reason: str } },

@@ -327,6 +327,7 @@ async function runAgent(o: Opts): Promise<number> {
     serviceProxyName: o['service-proxy-name'],
     // The cheap comparison (which inner map each slot holds); explain compares this Service's tables itself.
     drift: () => agent.driftAsync({ deepTables: false }),
+    notProgrammed: () => agent.notProgrammedEntries(),
     external: () => {
       const ns = northSouth?.status();
       return ns && { closed: ns.lastExternalSync?.closed, tcPending: ns.pendingReason };

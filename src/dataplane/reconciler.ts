@@ -25,7 +25,7 @@ import { buildMaglevTable, autoTableSize, isValidTableSize, DEFAULT_MAGLEV_SIZE,
 import type { Backend, Frontend, FrontendType, ServicePortName } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { BpfMap } from '../bpf/map.js';
-import { native } from '../bpf/native.js';
+import { isBpfError, native } from '../bpf/native.js';
 import { BPF_ANY } from '../bpf/constants.js';
 import type { SocketLbDatapath } from './datapath.js';
 import { SlotRegions } from './regions.js';
@@ -72,10 +72,22 @@ export interface ApplyHint {
 
 const svcKeyOf = (sp: ServicePortName) => `${sp.namespace}/${sp.name}`;
 
+/** A write error as an operator reads it: a full hash map (E2BIG) says which map, its capacity and the flag that sets it. */
+function fullMapReason(err: Error, map: string, capacity: number, flag: string): string {
+  if (isBpfError(err, 'E2BIG')) return `map ${map} is full (${capacity.toLocaleString('en-US')} entries; ${flag}): ${err.message}`;
+  return err.message;
+}
+
 export interface SyncError {
   frontend?: string;
   servicePort?: string;
   reason: string;
+  /**
+   * The input itself cannot be programmed (two Services claim one frontend, an unsupported
+   * protocol): trying again changes nothing until the objects change. Other errors are write
+   * failures (a full map, ENOMEM, ids exhausted), retried until they succeed.
+   */
+  permanent?: boolean;
 }
 
 /** Per-frontend metadata the API uses to explain map entries. */
@@ -522,7 +534,7 @@ export class Reconciler {
       let feKey = this.feKeys.get(fe);
       if (feKey === undefined) {
         if (fe.protocol === 'SCTP') {
-          errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB' });
+          errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB', permanent: true });
           continue;
         }
         feKey = frontendKeyOf(fe);
@@ -532,7 +544,7 @@ export class Reconciler {
       const held = hint ? this.frontends.get(feKey) : undefined;
       const other = desired.get(feKey) ?? (held?.fe && !hint!.services.has(svcKeyOf(held.servicePort)) ? held.fe : undefined);
       if (other) {
-        errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}` });
+        errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}`, permanent: true });
         continue;
       }
       desired.set(feKey, fe);
@@ -590,7 +602,7 @@ export class Reconciler {
       [...beWrites].map(([id, w]) => [id, w.val, id] as const),
       (id, err) => {
         failedBackends.add(id);
-        errors.push({ reason: `backend ${id}: ${err.message}` });
+        errors.push({ reason: `backend ${id}: ${fullMapReason(err, 'sy_backend', this.dp.opts.maxBackends, '--max-backends')}` });
       },
     );
     const freshBackends: number[] = [];
@@ -701,7 +713,7 @@ export class Reconciler {
         todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const),
         (p, err) => {
           p.failed = true;
-          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${err.message}` });
+          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${fullMapReason(err, family === 4 ? 'sy_svc4' : 'sy_svc6', this.dp.opts.maxServices, '--max-services')}` });
         },
       );
       for (const p of todo) if (!p.failed) written.services++;

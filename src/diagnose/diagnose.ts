@@ -32,6 +32,8 @@ export interface DiagnoseDeps {
   drift?: () => DriftEntry[] | undefined | Promise<DriftEntry[] | undefined>;
   /** tc-path state: frontends closed (fail closed), why the tc path is not attached. */
   external?: () => { closed?: string[]; tcPending?: string } | undefined;
+  /** Entries the agent's last sync could not write (the agent retries them). */
+  notProgrammed?: () => { servicePort?: string; frontend?: string; reason: string }[];
   /** Reads a Service straight from the source (a label-filtered watch does not hold ignored ones). */
   fetchService?: (namespace: string, name: string) => Promise<unknown | undefined>;
   /** The cgroup the socket hooks are attached to: where the probe runs. */
@@ -91,7 +93,7 @@ async function context(deps: DiagnoseDeps, filter: { namespace?: string; service
     serviceProxyName: deps.serviceProxyName,
     objects,
     desired: input?.desired,
-    kernel: { services, backendCounters: ids ? backendCounters(deps.maps, ids) : (await readRawCountersAsync(deps.maps)).be, drift: await deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending },
+    kernel: { services, backendCounters: ids ? backendCounters(deps.maps, ids) : (await readRawCountersAsync(deps.maps)).be, drift: await deps.drift?.(), closed: ext?.closed, tcPending: ext?.tcPending, notProgrammed: deps.notProgrammed?.() },
   });
   return { explainer, guessed: nn.guessed, node, source: objects?.source ?? null };
 }

@@ -156,6 +156,8 @@ export interface PortReport {
   backendCounters: (KernelBackend & BackendCounters)[];
   /** Drift entries of this Service port (agent only). */
   drift: DriftEntry[];
+  /** Why entries of this Service port could not be written in the agent's last sync (retried by the agent). */
+  notProgrammed?: string[];
 }
 
 export interface ProbeResult {
@@ -221,6 +223,8 @@ export interface KernelView {
   closed?: string[];
   /** Why the tc path is not attached on this node, when it is not (external frontends unserved). */
   tcPending?: string;
+  /** Entries the agent's last sync could not write: Service port key ("ns/name:port/PROTO") and reason. */
+  notProgrammed?: { servicePort?: string; frontend?: string; reason: string }[];
 }
 
 export interface ExplainOptions {
@@ -690,7 +694,9 @@ export class Explainer {
     for (const fr of fes) for (const b of fr.kernel?.backends ?? []) if (!ids.has(b.id)) ids.set(b.id, b);
     const counters = this.o.kernel.backendCounters;
     const backendCounters = withCounters(ids, counters);
-    const drift = (this.o.kernel.drift ?? []).filter((d) => d.service === servicePortKey({ namespace: svc.namespace, name: svc.name, port: p.name, protocol: p.protocol }));
+    const spKey = servicePortKey({ namespace: svc.namespace, name: svc.name, port: p.name, protocol: p.protocol });
+    const drift = (this.o.kernel.drift ?? []).filter((d) => d.service === spKey);
+    const notProgrammed = (this.o.kernel.notProgrammed ?? []).filter((e) => e.servicePort === spKey).map((e) => (e.frontend ? `${e.frontend}: ${e.reason}` : e.reason));
     const endpointStates: Record<string, number> = {};
     for (const e of eps) endpointStates[epState(e)] = (endpointStates[epState(e)] ?? 0) + 1;
     return {
@@ -705,6 +711,7 @@ export class Explainer {
       frontends: fes,
       backendCounters,
       drift,
+      ...(notProgrammed.length ? { notProgrammed } : {}),
     };
   }
 
@@ -766,7 +773,13 @@ export class Explainer {
         return { code: 'none-ready', port: label, text: `no endpoints usable: ${f.unused.map((u) => `${u.address}: ${u.reason}`).join('; ')}` };
       }
     }
-    // 2. The kernel: what this node programmed.
+    // 2. The kernel: what this node programmed. Writes that failed first: they say why.
+    for (const p of report.ports) {
+      if (p.notProgrammed?.length) {
+        const n = p.notProgrammed;
+        return { code: 'not-programmed', port: portLabel(p), text: `not programmed: ${n.slice(0, 3).join('; ')}${n.length > 3 ? ` (+${n.length - 3} more)` : ''}; the agent retries (1 s, 2 s, … every 30 s) and its health turns 503 after --health-timeout` };
+      }
+    }
     for (const p of report.ports) {
       // What the objects ask for and the maps lack says it best; the agent's drift entries otherwise.
       const problems = p.frontends.flatMap((f) => f.problems);

@@ -224,6 +224,7 @@ describe('reconciler on real maps', () => {
     const r = rec.apply([ok, big]);
     assert.ok(r.errors.length > 0, 'errors reported');
     assert.ok(r.errors.some((e) => /backend .*(E2BIG|ENOSPC|No space|Argument list too long)/i.test(e.reason)), JSON.stringify(r.errors));
+    assert.ok(r.errors.some((e) => /map sy_backend is full \(4 entries; --max-backends\)/.test(e.reason)), `says which map, its size and the flag: ${JSON.stringify(r.errors)}`);
     assert.ok(r.errors.some((e) => e.frontend?.includes('10.96.0.11')), 'the frontend that could not be programmed is named');
     assert.equal(dp.svc4.entries().some(([k]) => k.addr === '10.96.0.11'), false, 'no half-programmed service');
     assert.deepEqual(Object.keys(liveSlots(dp, '10.96.0.10')).sort(), ['10.244.1.10', '10.244.1.11']);

@@ -16,7 +16,7 @@ import { agentMetrics } from '../../src/agent/metrics.js';
 import { HealthCheckServers, ProxyHealthServer, agentProxyHealth } from '../../src/agent/healthcheck.js';
 import { buildApp } from '../../src/api/server.js';
 import type { Snapshot, Source } from '../../src/source/types.js';
-import type { DriftEntry, Reconciler, SyncResult } from '../../src/dataplane/reconciler.js';
+import type { DriftEntry, Reconciler, SyncError, SyncResult } from '../../src/dataplane/reconciler.js';
 import type { SocketLbDatapath } from '../../src/dataplane/datapath.js';
 import { freePort } from './ports.js';
 
@@ -36,7 +36,7 @@ after(async () => {
 
 /** An agent whose reconciler fails while `fault.apply` is set and whose hooks read as detached while `fault.detached` is set. */
 async function node() {
-  const fault: { apply?: string; detached?: string; resync?: string; drift: DriftEntry[] } = { drift: [] };
+  const fault: { apply?: string; detached?: string; resync?: string; drift: DriftEntry[]; errors?: SyncError[]; applies: number } = { drift: [], applies: 0 };
   let clock = Date.parse('2025-01-01T00:00:00Z');
   const lines: any[] = [];
   const logger = pino({ level: 'debug' }, { write: (l: string) => lines.push(JSON.parse(l)) });
@@ -44,8 +44,9 @@ async function node() {
   const result = (): SyncResult => ({ durationMs: 1, frontends: 1, backends: 1, written: zero, deleted: zero, errors: [], gone: [] });
   const reconciler = {
     apply: () => {
+      fault.applies++;
       if (fault.apply) throw new Error(fault.apply);
-      return result();
+      return { ...result(), errors: fault.errors ?? [] };
     },
     resync: () => {
       if (fault.resync) throw new Error(fault.resync);
@@ -213,4 +214,37 @@ test('a Node going away (deletionTimestamp, or the autoscaler\'s taint): :10256/
   p = await n.probe();
   assert.deepEqual(p.codes, n.ALL_OK, 'another taint (cordon) does not drain');
   assert.equal(p.lb.nodeEligible, true);
+});
+
+test('entries that could not be written stay pending, are retried with backoff, show in status, and turn health 503 after the bound', async () => {
+  const n = await node();
+  n.agent.onSnapshot(n.snap('v1'));
+  assert.deepEqual((await n.probe()).codes, n.ALL_OK);
+  n.fault.errors = [{ frontend: '10.96.0.10:80/TCP', servicePort: 'default/web:http/TCP', reason: 'service entry: map sy_svc4 is full, 64/64 (injected)' }];
+  n.tick(1000);
+  const before = n.fault.applies;
+  n.agent.onSnapshot(n.snap('v2'));
+  assert.deepEqual((await n.probe()).codes, n.ALL_OK, 'within the bound: still healthy');
+  const st = n.agent.status();
+  assert.equal(st.notProgrammed?.count, 1);
+  assert.match(st.notProgrammed!.entries[0].reason, /sy_svc4 is full/);
+  await until(() => n.fault.applies >= before + 3);
+  assert.ok(n.fault.applies >= before + 3, `retried by itself (${n.fault.applies - before} applies)`);
+  n.tick(BOUND_MS);
+  const p = await n.probe();
+  assert.equal(p.codes.lb, 503);
+  assert.equal(p.codes.healthz, 503);
+  assert.match(String(p.healthz.reason), /1 entry not programmed \(default\/web:http\/TCP: service entry: map sy_svc4 is full, 64\/64 \(injected\)\)/);
+  n.fault.errors = undefined;
+  await until(() => n.agent.status().notProgrammed?.count === 0, 5000);
+  assert.deepEqual((await n.probe()).codes, n.ALL_OK, 'a retry that writes everything brings 200 back');
+
+  // An error of the input itself (two Services claim one frontend) is not retried and does not count against health.
+  n.fault.errors = [{ frontend: '10.96.0.11:80/TCP', servicePort: 'default/b:http/TCP', reason: 'frontend also claimed by default/a:http/TCP', permanent: true }];
+  n.agent.onSnapshot(n.snap('v3'));
+  const after = n.fault.applies;
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(n.fault.applies, after, 'no retry');
+  n.tick(BOUND_MS * 2);
+  assert.deepEqual((await n.probe()).codes, n.ALL_OK);
 });

@@ -69,13 +69,13 @@ function programmed(frontends: Frontend[]): ServiceEntry[] {
   });
 }
 
-function explainer(objects: object[], o: { kernel?: (k: ServiceEntry[]) => ServiceEntry[]; drift?: KernelView['drift']; serviceProxyName?: string } = {}) {
+function explainer(objects: object[], o: { kernel?: (k: ServiceEntry[]) => ServiceEntry[]; drift?: KernelView['drift']; notProgrammed?: KernelView['notProgrammed']; serviceProxyName?: string } = {}) {
   const services = objects.filter((x: any) => x.kind === 'Service');
   const endpointSlices = objects.filter((x: any) => x.kind === 'EndpointSlice');
   const desired = buildDesiredState({ services: services as never[], endpointSlices: endpointSlices as never[], node }, { serviceProxyName: o.serviceProxyName });
   const kernel = programmed(desired.frontends);
   const objs: ExplainObjects = { services, endpointSlices, rejected: [], source: 'test' };
-  return new Explainer({ node, objects: objs, kernel: { services: o.kernel ? o.kernel(kernel) : kernel, drift: o.drift }, serviceProxyName: o.serviceProxyName });
+  return new Explainer({ node, objects: objs, kernel: { services: o.kernel ? o.kernel(kernel) : kernel, drift: o.drift, notProgrammed: o.notProgrammed }, serviceProxyName: o.serviceProxyName });
 }
 
 const web = [
@@ -200,6 +200,10 @@ test('not programmed here: a frontend missing from the maps, a table that differ
   assert.match(short.verdict.text, /^not programmed here \(drift\): 10\.96\.0\.10:80\/TCP internal: the maps hold 1 backends, the objects ask for 2; 10\.96\.0\.10:80\/TCP internal: the Maglev table lacks 10\.244\.2\.10:8080$/);
   const drift = explainer(objs, { drift: [{ map: 'sy_backend', key: '7', kind: 'missing', service: 'default/web:http/TCP' }] }).explain({ namespace: 'default', name: 'web' });
   assert.equal(drift.verdict.text, 'not programmed here (drift): sy_backend 7: missing');
+  // A write that failed says why, before what the maps lack.
+  const failed = explainer(objs, { kernel: () => [], notProgrammed: [{ frontend: '10.96.0.10:80/TCP', servicePort: 'default/web:http/TCP', reason: 'service entry: map sy_svc4 is full, 65536/65536' }] }).explain({ namespace: 'default', name: 'web' });
+  assert.equal(failed.verdict.code, 'not-programmed');
+  assert.match(failed.verdict.text, /^not programmed: 10\.96\.0\.10:80\/TCP: service entry: map sy_svc4 is full, 65536\/65536; the agent retries/);
 });
 
 test('source range excludes the client; a backend that does not answer', () => {
