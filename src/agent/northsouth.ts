@@ -39,7 +39,7 @@ export interface NorthSouthStatus {
   attached: TcAttachment[];
   devices: string[];
   pendingReason?: string;
-  iptables?: { mode: IptablesMode; why: string; rules: number };
+  iptables?: { mode: IptablesMode; why: string; rules: number; ipv6Error?: string };
   sysctls: Record<string, string>;
   healthCheckPorts: { port: number; service: string; localEndpoints: number }[];
   lastExternalSync?: ExternalSyncResult;
@@ -53,7 +53,7 @@ export class NorthSouth {
   private attached: TcAttachment[] = [];
   private devices: string[] = [];
   private pendingReason?: string = 'waiting for the first sync';
-  private iptables?: { mode: IptablesMode; why: string; rules: number };
+  private iptables?: { mode: IptablesMode; why: string; rules: number; ipv6Error?: string };
   private sysctls: Record<string, string> = {};
   private lastExternalSync?: ExternalSyncResult;
   private chain: Promise<void> = Promise.resolve();
@@ -108,8 +108,9 @@ export class NorthSouth {
     }
     if (this.o.manageSysctls) this.applySysctls(devices);
     const det = this.o.iptablesMode === 'auto' ? detectIptablesMode() : { mode: this.o.iptablesMode, why: 'set by --iptables-mode' };
-    const rules = ensureMasqRules({ mode: det.mode, mark: this.o.masqMark, ports: this.o.masqPorts });
-    this.iptables = { ...det, rules };
+    const { rules, failed } = ensureMasqRules({ mode: det.mode, mark: this.o.masqMark, ports: this.o.masqPorts });
+    this.iptables = { ...det, rules, ...(failed.length ? { ipv6Error: failed[0].error } : {}) };
+    if (failed.length) logger.warn({ err: failed[0].error }, 'IPv6 masquerade rules could not be written: IPv6 NodePorts to backends on other nodes will not work; the IPv4 tc path goes on');
     logger.info({ mode: det.mode, why: det.why, rules }, 'masquerade rules in place');
     this.attached = this.o.tc.attach(devices, this.o.attachMode);
     this.devices = devices;

@@ -282,7 +282,7 @@ export const statusResponse = {
           items: { type: 'object', properties: { device: str, ifindex: int, direction: str, mode: str, progId: int, how: str } },
         },
         pendingReason: str,
-        iptables: { type: 'object', properties: { mode: str, why: str, rules: int } },
+        iptables: { type: 'object', properties: { mode: str, why: str, rules: int, ipv6Error: { ...str, description: 'why the IPv6 masquerade rules could not be written (the IPv4 path is attached anyway)' } } },
         sysctls: { type: 'object', additionalProperties: str },
         healthCheckPorts: { type: 'array', items: { type: 'object', properties: { port: int, service: str, localEndpoints: int } } },
         lastExternalSync: {

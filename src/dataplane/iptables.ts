@@ -121,16 +121,27 @@ export function masqRestoreInput(mark: number, ports = DEFAULT_MASQ_PORTS): stri
 const jumpArgs = ['-t', 'nat', 'POSTROUTING', '-m', 'comment', '--comment', JUMP_COMMENT, '-j', CHAIN];
 
 /** Installs (or rewrites identically) the chain and its jump. Returns the number of rules it owns. */
-export function ensureMasqRules(o: MasqOptions): number {
+/**
+ * Writes the chain and the jump for each family. IPv4 failing throws (flows to backends on
+ * other nodes would leave unmasqueraded); IPv6 failing (ip6tables missing, a node booted
+ * with IPv6 disabled) is returned in `failed` so that the IPv4 tc path still attaches.
+ */
+export function ensureMasqRules(o: MasqOptions): { rules: number; failed: { family: 6; error: string }[] } {
   let count = 0;
+  const failed: { family: 6; error: string }[] = [];
   for (const family of o.families ?? [4, 6]) {
-    const b = bins(o.mode, family);
-    run(b.restore, ['--noflush'], masqRestoreInput(o.mark, o.ports));
-    const check = [jumpArgs[0], jumpArgs[1], '-C', ...jumpArgs.slice(2)];
-    if (!tryRun(b.cmd, check)) run(b.cmd, [jumpArgs[0], jumpArgs[1], '-I', jumpArgs[2], '1', ...jumpArgs.slice(3)]);
-    count += countOwnedRules(o.mode, family);
+    try {
+      const b = bins(o.mode, family);
+      run(b.restore, ['--noflush'], masqRestoreInput(o.mark, o.ports));
+      const check = [jumpArgs[0], jumpArgs[1], '-C', ...jumpArgs.slice(2)];
+      if (!tryRun(b.cmd, check)) run(b.cmd, [jumpArgs[0], jumpArgs[1], '-I', jumpArgs[2], '1', ...jumpArgs.slice(3)]);
+      count += countOwnedRules(o.mode, family);
+    } catch (e) {
+      if (family === 4) throw e;
+      failed.push({ family: 6, error: (e as Error).message.split('\n')[0] });
+    }
   }
-  return count;
+  return { rules: count, failed };
 }
 
 /** Rules switchyard owns in one family: the jump plus the chain's rules. */

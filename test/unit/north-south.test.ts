@@ -9,7 +9,10 @@ import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { buildDesiredState } from '../../src/model/index.js';
 import { parseCIDR } from '../../src/model/validate.js';
-import { masqRestoreInput } from '../../src/dataplane/iptables.js';
+import { ensureMasqRules, masqRestoreInput } from '../../src/dataplane/iptables.js';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { HealthCheckServers, ProxyHealthServer, healthCheckBody } from '../../src/agent/healthcheck.js';
 import { mergeReservedPorts } from '../../src/agent/northsouth.js';
 
@@ -179,4 +182,29 @@ describe('health check answers', () => {
     healthy = true;
     assert.equal((await fetch(`http://127.0.0.1:${port}/other`)).status, 404);
   });
+});
+
+test('masquerade rules: an ip6tables failure is reported and the IPv4 rules still go in; an iptables failure stops', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-ipt-'));
+  const script = (name: string, body: string) => {
+    writeFileSync(join(dir, name), `#!/bin/sh\n${body}\n`);
+    chmodSync(join(dir, name), 0o755);
+  };
+  script('iptables-nft-restore', 'cat > /dev/null; exit 0');
+  script('iptables-nft', 'exit 0');
+  script('iptables-nft-save', 'echo "-A POSTROUTING -m comment --comment x -j SWITCHYARD-POSTROUTING"; echo "-A SWITCHYARD-POSTROUTING -j MASQUERADE"');
+  script('ip6tables-nft-restore', 'echo "ip6tables-restore v1.8.9 (nf_tables): Could not fetch rule set generation id: Address family not supported by protocol" >&2; exit 1');
+  const path = process.env.PATH;
+  process.env.PATH = `${dir}:${path}`;
+  try {
+    const r = ensureMasqRules({ mode: 'nft', mark: 0x1000 });
+    assert.equal(r.rules, 2, 'the IPv4 jump and chain');
+    assert.equal(r.failed.length, 1);
+    assert.match(r.failed[0].error, /Address family not supported/);
+    script('iptables-nft-restore', 'echo "iptables-restore: line 3 failed" >&2; exit 1');
+    assert.throws(() => ensureMasqRules({ mode: 'nft', mark: 0x1000 }), /line 3 failed/);
+  } finally {
+    process.env.PATH = path;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
