@@ -97,3 +97,28 @@ test('--healthz-addr 0.0.0.0:PORT is dual-stack as kube-proxy\'s (Go) socket: IP
     await health.close();
   }
 });
+
+test('on a node booted with IPv6 disabled, an unspecified address falls back to IPv4 (health ports, /healthz, metrics)', async () => {
+  const { listen } = await import('../../src/agent/healthcheck.js');
+  const { createServer: createHttp } = await import('node:http');
+  const server = createHttp((_q, r) => r.end('ok'));
+  const real = server.listen.bind(server);
+  const hosts: string[] = [];
+  // What the kernel answers to socket(AF_INET6) there: EAFNOSUPPORT.
+  (server as any).listen = (o: { host: string; port: number }, cb: () => void) => {
+    hosts.push(o.host);
+    if (o.host === '::') {
+      setImmediate(() => server.emit('error', Object.assign(new Error('listen EAFNOSUPPORT: address family not supported :::0'), { code: 'EAFNOSUPPORT' })));
+      return server;
+    }
+    return real(o, cb);
+  };
+  try {
+    await listen(server, '0.0.0.0', 0);
+    assert.deepEqual(hosts, ['::', '0.0.0.0']);
+    const port = (server.address() as { port: number }).port;
+    assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), 'ok');
+  } finally {
+    await new Promise((r) => server.close(r));
+  }
+});
