@@ -110,6 +110,7 @@ export class Cluster {
       });
       await this.step('control plane', async () => {
         await this.cp.up();
+        this.cp.startNodeResolver();
         this.cp.routePodCidrs(this.lab.spec.nodes.map((n) => ({ v4: podCidr(n), via4: nodeIp(n), v6: podCidr6(n), via6: nodeIp6(n) })));
         this.cp.startControllers();
       });

@@ -34,6 +34,12 @@ import { parseKubeVersion, type Resource } from '../source/kube.js';
 import { createCa, createServiceAccountKeys, issueCert, type Pki } from './pki.js';
 
 export const CP_IP = '10.0.0.2';
+/**
+ * The API server's name on the lab's node resolver (a CoreDNS process on CP_IP:53, see
+ * startNodeResolver): the lab DaemonSet reaches the API server by this name, as clusters
+ * whose kubeconfig names a load balancer do.
+ */
+export const LAB_API_NAME = 'api.lab.internal';
 export const CP_IP6 = 'fd10::2';
 export const APISERVER_PORT = 6443;
 /** The lab's ClusterIP ranges (src/lab/objects.ts uses addresses from these). */
@@ -72,7 +78,7 @@ export class ControlPlane {
   readonly dir: string;
   readonly ns: string;
   readonly bins: K8sBins;
-  private pids: { etcd?: number; apiserver?: number; cpRelay?: number; adminRelay?: number; agentRelay?: number; controllerManager?: number; scheduler?: number } = {};
+  private pids: { etcd?: number; apiserver?: number; cpRelay?: number; adminRelay?: number; agentRelay?: number; controllerManager?: number; scheduler?: number; nodeResolver?: number } = {};
   private pki?: Pki;
   private apiserverExtra: string[];
   private objectApi?: KubernetesObjectApi;
@@ -144,6 +150,20 @@ export class ControlPlane {
     await this.writeAgentCredentials();
   }
 
+  /**
+   * The nodes' own resolver (kubelet's resolvConf, what hostNetwork pods and dnsPolicy Default
+   * pods use): CoreDNS on CP_IP:53, which knows LAB_API_NAME and answers NXDOMAIN for every other
+   * name at once. It works before any Service proxy has synced, as a node's resolver does.
+   */
+  startNodeResolver(): void {
+    const conf = join(this.dir, 'node-resolver.Corefile');
+    writeFileSync(
+      conf,
+      `lab.internal:53 {\n  bind ${CP_IP} ${CP_IP6}\n  hosts {\n    ${CP_IP} ${LAB_API_NAME}\n    ${CP_IP6} ${LAB_API_NAME}\n  }\n}\n.:53 {\n  bind ${CP_IP} ${CP_IP6}\n  template ANY ANY {\n    rcode NXDOMAIN\n  }\n}\n`,
+    );
+    this.pids.nodeResolver = this.lab.spawnIn('', this.ns, [this.bins.coredns, '-conf', conf], 'node-resolver.log');
+  }
+
   private writeCredentials(): void {
     const pki: Pki = createCa(this.dir, 'switchyard-lab-ca');
     this.pki = pki;
@@ -152,7 +172,7 @@ export class ControlPlane {
       cn: 'kube-apiserver',
       usage: 'server',
       ips: [CP_IP, CP_IP6, '127.0.0.1', '::1', '10.96.0.1', 'fd10:96::1'],
-      dns: ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', 'localhost'],
+      dns: ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', 'localhost', LAB_API_NAME],
     });
     const admin = issueCert(pki, { name: 'admin', cn: 'switchyard-lab-admin', orgs: ['system:masters'], usage: 'client' });
     const kp = issueCert(pki, { name: 'kube-proxy', cn: 'system:kube-proxy', usage: 'client' });
@@ -451,7 +471,7 @@ export class ControlPlane {
   /** Stops every control-plane process; Lab.down() removes the namespace and files. */
   async down(): Promise<void> {
     this.thawAgentRelay();
-    for (const k of ['scheduler', 'controllerManager', 'agentRelay', 'adminRelay', 'cpRelay', 'apiserver', 'etcd'] as const) await killAndWait(this.pids[k], 5000);
+    for (const k of ['nodeResolver', 'scheduler', 'controllerManager', 'agentRelay', 'adminRelay', 'cpRelay', 'apiserver', 'etcd'] as const) await killAndWait(this.pids[k], 5000);
     rmSync(this.socket, { force: true });
   }
 }

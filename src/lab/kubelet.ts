@@ -25,7 +25,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import type { ControlPlane } from './controlplane.js';
+import { CP_IP, type ControlPlane } from './controlplane.js';
 import { nodeIp, nodeIp6, type Lab, type LabNodeSpec } from './lab.js';
 import { alive, killAndWait, mounts, sh } from '../util/sys.js';
 
@@ -283,9 +283,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     const dir = join(this.stateDir, 'kubelet');
     mkdirSync(dir, { recursive: true });
     const creds = this.cp.issueKubeletCredentials(this.node.name, dir, [nodeIp(this.node), nodeIp6(this.node)]);
-    // Pods with dnsPolicy Default get this file; it names nothing outside the lab.
+    // The node's resolver (hostNetwork pods with dnsPolicy ClusterFirst, dnsPolicy Default pods,
+    // CoreDNS's upstream): the control plane's CoreDNS process, which works before any Service
+    // proxy has synced and names nothing outside the lab (ControlPlane.startNodeResolver).
     const resolv = join(dir, 'resolv.conf');
-    writeFileSync(resolv, `nameserver ${CLUSTER_DNS[0]}\noptions ndots:1\n`);
+    writeFileSync(resolv, `nameserver ${CP_IP}\noptions ndots:1\n`);
     const config = join(dir, 'config.yaml');
     writeFileSync(
       config,
