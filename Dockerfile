@@ -5,10 +5,11 @@
 #                                                     (the lab: bases made here from Debian
 #                                                      packages, scripts/lab-images.sh)
 #
-# Both bases must be Debian (bookworm or later) with Node.js >= 20; the build stage
-# installs npm and the Node.js headers from Debian when the base lacks them.
-ARG BUILD_IMAGE=node:20-bookworm
-ARG RUNTIME_IMAGE=node:20-bookworm-slim
+# Both bases must be Debian (bookworm or later). The agent runs on Node.js 24 (the current
+# LTS): a build base with an older Node.js gets 24 from the npm registry
+# (scripts/install-node.sh), and the runtime gets the build stage's node binary.
+ARG BUILD_IMAGE=node:24-bookworm
+ARG RUNTIME_IMAGE=node:24-bookworm-slim
 
 FROM ${BUILD_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
@@ -17,10 +18,11 @@ ARG NPM_CONFIG_CAFILE
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends \
       clang llvm libbpf-dev libelf-dev zlib1g-dev make g++ python3 pkg-config \
-      $(command -v npm >/dev/null || echo npm) \
-      $(test -f /usr/local/include/node/node.h || echo libnode-dev) >/dev/null \
+      $(command -v npm >/dev/null || echo npm) >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+COPY scripts/install-node.sh ./scripts/
+RUN bash scripts/install-node.sh && mkdir -p /opt/node/bin && cp "$(node -p process.execPath)" /opt/node/bin/node
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
 COPY tsconfig.json ./
@@ -32,7 +34,7 @@ COPY bin ./bin
 # (src/ only; the tests, benchmarks and lab tools are not built into the image).
 RUN rm -rf src/lab \
     && make -C bpf \
-    && npx node-gyp rebuild --directory native $(test -f /usr/include/node/node.h && echo --nodedir=/usr) \
+    && npx node-gyp rebuild --directory native --nodedir="$(node -p "require('path').resolve(process.execPath, '../..')")" \
     && npx tsc -p tsconfig.json \
     && npm prune --omit=dev
 
@@ -41,8 +43,9 @@ RUN rm -rf src/lab \
 FROM ${RUNTIME_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
-    && apt-get install -y -qq --no-install-recommends libbpf1 zlib1g iptables iproute2 >/dev/null \
+    && apt-get install -y -qq --no-install-recommends libbpf1 zlib1g iptables iproute2 libstdc++6 >/dev/null \
     && rm -rf /var/lib/apt/lists/* /usr/share/doc /usr/share/man
+COPY --from=build /opt/node/bin/node /usr/local/bin/node
 WORKDIR /opt/switchyard
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules

@@ -32,8 +32,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-command -v node >/dev/null || { echo "setup: Node.js >= 20 is required" >&2; exit 1; }
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { echo "setup: Node.js >= 20 is required" >&2; exit 1; }
+# Node.js 24 (the current LTS): installed from the npm registry when the machine has an older one.
+bash scripts/install-node.sh
+hash -r
 
 # bpffs for the agents' pins.
 if ! grep -qs ' /sys/fs/bpf bpf ' /proc/mounts; then mount -t bpf bpf /sys/fs/bpf; fi

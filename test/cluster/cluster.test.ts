@@ -75,6 +75,8 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
 
   test('inspection from the agent\'s pod lists the cluster\'s Services', () => {
     const pod = agentPods().find((p) => p.spec.nodeName === 'n1').metadata.name;
+    const version = cluster.kubectl(['-n', 'kube-system', 'exec', pod, '-c', 'agent', '--', 'node', '--version']).trim();
+    assert.match(version, /^v2[4-9]\./, 'the image runs the agent on Node.js 24');
     const out = cluster.kubectl(['-n', 'kube-system', 'exec', pod, '-c', 'agent', '--', 'node', '/opt/switchyard/bin/switchyard.js', 'maps', 'services', '-o', 'json']);
     const names = new Set((JSON.parse(out).items as { namespace: string; service: string }[]).map((f) => `${f.namespace}/${f.service}`));
     for (const want of ['default/kubernetes', 'kube-system/kube-dns', 'default/web', 'default/web-np']) assert.ok(names.has(want), `${want} in ${[...names].join(', ')}`);
