@@ -65,6 +65,7 @@ describe('benchmark report (--quick)', () => {
             }
           }
         }
+        for (const m of ['latency', 'rate'] as const) assert.ok((b.northSouth![m].local?.n ?? 0) > 0, `${d} ${s}: the eTP=Local NodePort was measured (${m})`);
         assert.ok(b.coldSyncMs && Number.isFinite(b.coldSyncMs.n1) && Number.isFinite(b.coldSyncMs.n2));
         assert.equal(b.conntrack!.connections, r.options.conntrackConnections);
         assert.ok(Number.isInteger(b.conntrack!.service.n1) && Number.isInteger(b.conntrack!.direct.n2));
@@ -106,7 +107,8 @@ describe('benchmark report (--quick)', () => {
       else assert.equal(n, cols, `row with ${n} cells under a header of ${cols}: ${l}`);
     }
     const goals = md.slice(md.indexOf('## Goals'), md.indexOf('## 1.'));
-    assert.equal((goals.match(/\| (\*\*met\*\*|\*\*missed\*\*|not measured) \|/g) ?? []).length, 7);
+    assert.equal((goals.match(/\| (\*\*met\*\*|\*\*missed\*\*|not measured) \|/g) ?? []).length, 10);
+    assert.ok(md.includes('| Services | dataplane | NodePort rate per 1-s slice |'), 'the north-south slices and eTP Local table');
     for (const img of md.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)) assert.ok(readdirSync(out).includes(img[1]), `chart ${img[1]} linked and present`);
   });
 
