@@ -189,7 +189,7 @@ static __always_inline int sy_fwd4(struct __sk_buff *skb, struct sy_pkt *p)
 		int why;
 
 		svc = bpf_map_lookup_elem(&sy_svc4, &sk);
-		if (!svc || sy_may_start(skb, p) == SY_START_PASS)
+		if (!svc || sy_not_ours(skb, p))
 			return TC_ACT_UNSPEC;
 		if (ct && sy_pure_syn(p))
 			sy_tc_count(SY_TC_FLOW_REUSED);
@@ -254,7 +254,7 @@ static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
 		.proto = p->proto, .dir = SY_CT_REV,
 	};
 	struct sy_ct4_key fk = {};
-	struct sy_ct4_val *rv, *fv;
+	struct sy_ct4_val *rv, *fv, *st;
 	__u32 csum_off = sy_l4_csum_off(p);
 	__u64 l4f = sy_l4_flags(p);
 	__u64 now = bpf_ktime_get_ns();
@@ -273,7 +273,9 @@ static __always_inline int sy_rev4(struct __sk_buff *skb, struct sy_pkt *p)
 	fk.proto = p->proto;
 	fk.dir = SY_CT_FWD;
 	fv = bpf_map_lookup_elem(&sy_ct4, &fk);
-	if (fv ? sy_rev_stale(fv->flags, fv->last_seen_ns, p, now) : sy_rev_stale(rv->flags, rv->last_seen_ns, p, now)) {
+	/* The forward entry holds the flow's state; without it (evicted), the reverse entry's. */
+	st = fv ? fv : rv;
+	if (sy_rev_stale(st->flags, st->last_seen_ns, p, now)) {
 		bpf_map_delete_elem(&sy_ct4, &k);
 		sy_tc_count(SY_TC_REV_STALE);
 		return TC_ACT_UNSPEC;
@@ -465,7 +467,7 @@ static __always_inline int sy_fwd6(struct __sk_buff *skb, struct sy_pkt *p)
 
 		__builtin_memcpy(sk.addr, p->daddr, 16);
 		svc = bpf_map_lookup_elem(&sy_svc6, &sk);
-		if (!svc || sy_may_start(skb, p) == SY_START_PASS)
+		if (!svc || sy_not_ours(skb, p))
 			return TC_ACT_UNSPEC;
 		if (ct && sy_pure_syn(p))
 			sy_tc_count(SY_TC_FLOW_REUSED);
@@ -524,7 +526,7 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 {
 	struct sy_ct6_key k = { .sport = p->sport, .dport = p->dport, .proto = p->proto, .dir = SY_CT_REV };
 	struct sy_ct6_key fk = {};
-	struct sy_ct6_val *rv, *fv;
+	struct sy_ct6_val *rv, *fv, *st;
 	__u32 csum_off = sy_l4_csum_off(p);
 	__u64 l4f = sy_l4_flags(p);
 	__u64 now = bpf_ktime_get_ns();
@@ -545,7 +547,8 @@ static __always_inline int sy_rev6(struct __sk_buff *skb, struct sy_pkt *p)
 	fk.proto = p->proto;
 	fk.dir = SY_CT_FWD;
 	fv = bpf_map_lookup_elem(&sy_ct6, &fk);
-	if (fv ? sy_rev_stale(fv->flags, fv->last_seen_ns, p, now) : sy_rev_stale(rv->flags, rv->last_seen_ns, p, now)) {
+	st = fv ? fv : rv;
+	if (sy_rev_stale(st->flags, st->last_seen_ns, p, now)) {
 		bpf_map_delete_elem(&sy_ct6, &k);
 		sy_tc_count(SY_TC_REV_STALE);
 		return TC_ACT_UNSPEC;

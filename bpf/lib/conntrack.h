@@ -207,13 +207,10 @@ static __always_inline int sy_conntrack_reply(struct __sk_buff *skb, const struc
 #endif
 }
 
-/* What a packet to an external frontend does when it has no usable flow entry. */
-#define SY_START_NEW 0   /* balance it: a new flow */
-#define SY_START_ADOPT 1 /* balance it: a TCP flow seen mid-stream (evicted entry, moved flow) */
-#define SY_START_PASS 2  /* not ours: passed untouched (counted) */
-
 /*
- * The ownership rule (docs/north-south.md, "What the tc path owns"):
+ * The ownership rule (docs/north-south.md, "What the tc path owns"), for a
+ * packet to an external frontend with no usable flow entry; returns 1 when
+ * the packet is not ours (passed untouched, counted):
  *
  * - a pure TCP SYN starts a flow;
  * - a TCP packet with SYN or RST that is not a pure SYN (a SYN-ACK, a reset)
@@ -223,32 +220,30 @@ static __always_inline int sy_conntrack_reply(struct __sk_buff *skb, const struc
  *   it; otherwise a UDP datagram starts a flow and a TCP segment is adopted
  *   (without conntrack, tc_lb_noct.o: never adopted).
  */
-static __always_inline int sy_may_start(struct __sk_buff *skb, const struct sy_pkt *p)
+static __always_inline int sy_not_ours(struct __sk_buff *skb, const struct sy_pkt *p)
 {
 	if (p->proto == IPPROTO_TCP) {
 		if (sy_pure_syn(p))
-			return SY_START_NEW;
+			return 0;
 #ifdef SY_NO_KERNEL_CT
 		/* Without conntrack a mid-stream segment may be a foreign NAT's: never adopted. */
 		sy_tc_count(SY_TC_PASS_NO_START);
-		return SY_START_PASS;
+		return 1;
 #endif
 		if (p->tcp_flags & (SY_TCP_SYN | SY_TCP_RST)) {
 			sy_tc_count(SY_TC_PASS_NO_START);
-			return SY_START_PASS;
+			return 1;
 		}
 	}
 	if (sy_conntrack_reply(skb, p)) {
 		sy_tc_count(SY_TC_PASS_CONNTRACK);
-		return SY_START_PASS;
+		return 1;
 	}
 	if (sy_local_socket(skb, p))
-		return SY_START_PASS;
-	if (p->proto == IPPROTO_TCP) {
+		return 1;
+	if (p->proto == IPPROTO_TCP)
 		sy_tc_count(SY_TC_FLOW_ADOPTED);
-		return SY_START_ADOPT;
-	}
-	return SY_START_NEW;
+	return 0;
 }
 
 /*

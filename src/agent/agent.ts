@@ -7,7 +7,7 @@
  * ever sees a half-programmed map, and /readyz turns true only after both.
  */
 import type { Logger } from 'pino';
-import { ModelCache, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeModelKey } from '../model/index.js';
+import { ModelCache, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeInfoKey } from '../model/index.js';
 import { IncrementalModel } from '../model/incremental.js';
 import type { DesiredState, Frontend, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
@@ -144,7 +144,7 @@ export class Agent {
   /** The last apply went through (a hinted apply needs the maps to hold the previous desired state). */
   private lastApplyOk = false;
   /** Node object last seen (by identity): a Node change makes the next build a full one. */
-  /** nodeModelKey of the Node the incremental model was built with. */
+  /** nodeInfoKey of the Node the incremental model was built with. */
   private lastNodeKey?: string;
   private node: { eligible: boolean; reason?: string } = { eligible: true };
   private synced = false;
@@ -510,7 +510,7 @@ export class Agent {
       const node = s.nodes.find((n) => (n as { metadata?: { name?: unknown } } | null)?.metadata?.name === this.d.nodeName);
       const nodeRejected: Rejection[] = [];
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
-      const nodeKey = nodeModelKey(this.d.nodeName, node);
+      const nodeKey = nodeInfoKey(nodeInfo);
       const eligibility = nodeEligibility(node);
       if (eligibility.eligible !== this.node.eligible) {
         if (eligibility.eligible) logger.info('the Node is eligible for load balancer traffic again: /healthz follows the agent\'s health');
@@ -532,7 +532,7 @@ export class Agent {
           // The reconciler may skip the unchanged Services only when the maps hold the last result.
           if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
         } else {
-          metrics.modelRebuilds?.inc({ reason: s.delta && this.incremental.ready ? 'node' : 'full' });
+          metrics.modelRebuilds.inc({ reason: s.delta && this.incremental.ready ? 'node' : 'full' });
           const r = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo });
           desired = r.desired;
           serving = r.services;

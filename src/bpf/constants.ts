@@ -10,6 +10,7 @@ export const MapType = {
   PERCPU_HASH: 5,
   PERCPU_ARRAY: 6,
   LRU_HASH: 9,
+  LRU_PERCPU_HASH: 10,
   LPM_TRIE: 11,
   ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,

@@ -32,7 +32,14 @@ export const u64Codec: Codec<bigint> = {
   },
 };
 
-const PERCPU_TYPES = new Set<number>([MapType.PERCPU_ARRAY, MapType.PERCPU_HASH]);
+const PERCPU_TYPES = new Set<number>([MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH]);
+
+export const isPerCpuMap = (type: number): boolean => PERCPU_TYPES.has(type);
+
+/** Bytes of one value as the map syscalls take it: per-CPU maps hold one 8-byte-aligned slot per possible CPU. */
+export function valueBytes(type: number, valueSize: number): number {
+  return isPerCpuMap(type) ? Math.ceil(valueSize / 8) * 8 * native().numPossibleCpus() : valueSize;
+}
 
 /**
  * A BPF map opened by fd, with typed keys and values. The sizes are checked

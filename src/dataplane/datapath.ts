@@ -166,11 +166,10 @@ export class SocketLbDatapath {
       const feat = Buffer.alloc(4);
       feat.writeUInt32LE(opts.v4InV6 ? FEAT_V4_IN_V6 : 0);
       obj.setGlobal('sy_cfg_features', feat);
-      const migrator = MapMigrator.prepare(obj);
+      let migrator: MapMigrator;
       try {
-        obj.load();
+        migrator = MapMigrator.load(obj);
       } catch (e) {
-        migrator.abort();
         if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
           throw new Error(
             `maps pinned under ${opts.bpfRoot} do not match this build or these sizes; ` +
@@ -179,7 +178,6 @@ export class SocketLbDatapath {
         }
         throw e;
       }
-      migrator.copy(obj);
       const d = new SocketLbDatapath(obj, opts);
       d.migrator = migrator;
       return d;
@@ -225,7 +223,7 @@ export class SocketLbDatapath {
       native().close(linkFd);
       this.links.push({ program: p.name, attachType: attachTypeName(p.expectedAttachType), linkId: info.id, progId: info.progId, how });
     }
-    this.finishMigration();
+    this.migrator?.finish(this.obj);
     return this.links;
   }
 
@@ -271,16 +269,11 @@ export class SocketLbDatapath {
   }
 
   /** Releases this process's handles; pinned maps and links keep the datapath running. */
-  /** Maps migrated at load (see migrate.ts): the old pins go once the new programs are attached. */
+  /** Maps migrated at load (see migrate.ts): the old maps are let go once the new programs are attached. */
   migrator?: MapMigrator;
 
-  private finishMigration(): void {
-    this.migrator?.finish(this.obj);
-    this.migrator = undefined;
-  }
-
   close(): void {
-    this.finishMigration();
+    this.migrator?.finish(this.obj);
     this.pool.close();
     this.obj.close();
   }

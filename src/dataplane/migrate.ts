@@ -22,6 +22,7 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import { native, type NativeBpfObject } from '../bpf/native.js';
 import { BPF_ANY, BPF_NOEXIST, MapType } from '../bpf/constants.js';
+import { isPerCpuMap, valueBytes } from '../bpf/map.js';
 
 export interface MapMigration {
   map: string;
@@ -43,9 +44,6 @@ interface Pending {
   valueSize: number;
 }
 
-/** BPF_MAP_TYPE_LRU_PERCPU_HASH. */
-const LRU_PERCPU_HASH = 10;
-const PERCPU = new Set<number>([MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, LRU_PERCPU_HASH]);
 const NOT_COPYABLE = new Set<number>([MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS]);
 
 /** Every migration this process made, for /v1/status and the metrics. */
@@ -54,8 +52,23 @@ export const migrations: MapMigration[] = [];
 export class MapMigrator {
   private readonly pending: Pending[] = [];
 
-  /** Call after the sizes are set and before obj.load(). */
-  static prepare(obj: NativeBpfObject): MapMigrator {
+  /**
+   * Loads the object (its sizes set), migrating the pinned maps whose size changed: prepare,
+   * load, first copy. A failed load puts the old pins back and throws the load's error.
+   */
+  static load(obj: NativeBpfObject): MapMigrator {
+    const m = MapMigrator.prepare(obj);
+    try {
+      obj.load();
+    } catch (e) {
+      m.abort();
+      throw e;
+    }
+    m.copy(obj);
+    return m;
+  }
+
+  private static prepare(obj: NativeBpfObject): MapMigrator {
     const m = new MapMigrator();
     for (const d of obj.maps()) {
       if (!d.pinPath || d.internal || !existsSync(d.pinPath)) continue;
@@ -79,7 +92,7 @@ export class MapMigrator {
   }
 
   /** The load failed: put the old pins back, so the old datapath keeps its maps. */
-  abort(): void {
+  private abort(): void {
     for (const p of this.pending) {
       try {
         if (existsSync(p.pin)) unlinkSync(p.pin);
@@ -93,7 +106,7 @@ export class MapMigrator {
   }
 
   /** After obj.load(): the first copy, old entries over the new map's (it is empty). */
-  copy(obj: NativeBpfObject): void {
+  private copy(obj: NativeBpfObject): void {
     const fds = new Map(obj.maps().map((d) => [d.name, d.fd]));
     for (const p of this.pending) {
       const r = copyEntries(p, fds.get(p.name)!, BPF_ANY);
@@ -104,13 +117,13 @@ export class MapMigrator {
   /**
    * After the programs were swapped into the links: copies what the old
    * programs wrote since `copy` (entries the new programs already made win),
-   * then closes the old maps (freed when the old programs are gone).
+   * then closes the old maps (freed when the old programs are gone). Once: later calls do nothing.
    */
   finish(obj: NativeBpfObject): void {
     const fds = new Map(obj.maps().map((d) => [d.name, d.fd]));
     for (const p of this.pending) {
       // Counters are per-CPU sums: a second pass would count twice; flows only gain entries.
-      if (!PERCPU.has(p.type) && p.type !== MapType.ARRAY) copyEntries(p, fds.get(p.name)!, BPF_NOEXIST);
+      if (!isPerCpuMap(p.type) && p.type !== MapType.ARRAY) copyEntries(p, fds.get(p.name)!, BPF_NOEXIST);
       native().close(p.oldFd);
     }
     this.pending.length = 0;
@@ -118,7 +131,7 @@ export class MapMigrator {
 }
 
 function copyEntries(p: Pending, newFd: number, flags: number): { copied: number; dropped: number } {
-  const slot = PERCPU.has(p.type) ? Math.ceil(p.valueSize / 8) * 8 * native().numPossibleCpus() : p.valueSize;
+  const slot = valueBytes(p.type, p.valueSize);
   const d = native().mapDump(p.oldFd, p.keySize, slot);
   let copied = 0;
   let dropped = 0;

@@ -153,17 +153,15 @@ export class TcDatapath {
       obj.setGlobal('sy_cfg_ct_syn_sec', u32(ct.synSec));
       obj.setGlobal('sy_cfg_ct_close_sec', u32(ct.closeSec));
       obj.setGlobal('sy_cfg_ct_udp_sec', u32(ct.udpSec));
-      const migrator = MapMigrator.prepare(obj);
+      let migrator: MapMigrator;
       try {
-        obj.load();
+        migrator = MapMigrator.load(obj);
       } catch (e) {
-        migrator.abort();
         if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
           throw new Error(`maps pinned under ${opts.bpfRoot} do not match this build or these sizes; run "switchyard cleanup" first.\n${e.message}`);
         }
         throw e;
       }
-      migrator.copy(obj);
       const d = new TcDatapath(obj, opts);
       d.migrator = migrator;
       d.conntrackLookup = conntrack;
@@ -221,7 +219,7 @@ export class TcDatapath {
       if (!name.startsWith('tc-') || wanted.has(name)) continue;
       detachPinnedLink(join(ld, name));
     }
-    this.finishMigration();
+    this.migrator?.finish(this.obj);
     return this.attachments;
   }
 
@@ -258,25 +256,25 @@ export class TcDatapath {
 
   /** Counters of the tc path by name, summed over CPUs. */
   counters(): Record<string, bigint> {
-    const out: Record<string, bigint> = {};
-    for (let i = 0; i < TC_COUNTER_SLOTS && i < TC_COUNTERS.length; i++) {
-      out[TC_COUNTERS[i]] = (this.stats.lookupPerCpu(i) ?? []).reduce((a, b) => a + b, 0n);
-    }
-    return out;
+    return tcCounters(this.stats);
   }
 
-  /** Maps migrated at load (see migrate.ts): the old pins go once the new programs are attached. */
+  /** Maps migrated at load (see migrate.ts): the old maps are let go once the new programs are attached. */
   migrator?: MapMigrator;
 
-  private finishMigration(): void {
-    this.migrator?.finish(this.obj);
-    this.migrator = undefined;
-  }
-
   close(): void {
-    this.finishMigration();
+    this.migrator?.finish(this.obj);
     this.obj.close();
   }
+}
+
+/** sy_tc_stats by counter name, summed over CPUs (the loaded object's map, or the pinned one). */
+export function tcCounters(stats: BpfMap<number, bigint>): Record<string, bigint> {
+  const out: Record<string, bigint> = {};
+  for (let i = 0; i < TC_COUNTER_SLOTS && i < TC_COUNTERS.length; i++) {
+    out[TC_COUNTERS[i]] = (stats.lookupPerCpu(i) ?? []).reduce((a, b) => a + b, 0n);
+  }
+  return out;
 }
 
 function detachPinnedLink(pin: string): void {

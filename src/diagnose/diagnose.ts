@@ -12,7 +12,7 @@ import { parseIP } from '../model/ip.js';
 import type { InspectMaps } from '../dataplane/maps.js';
 import { backendCounters, listServicesAsync, type Names, type ServiceEntry } from '../dataplane/inspect.js';
 import { readRawCountersAsync } from './stats.js';
-import type { DriftEntry } from '../dataplane/reconciler.js';
+import type { DriftEntry, SyncError } from '../dataplane/reconciler.js';
 import { BadQuery } from '../dataplane/tables.js';
 import type { Snapshot } from '../source/types.js';
 import { Explainer, isProblem, type ExplainObjects, type ExplainReport, type HealthCheckReport, type Verdict } from './explain.js';
@@ -33,7 +33,7 @@ export interface DiagnoseDeps {
   /** tc-path state: frontends closed (fail closed), why the tc path is not attached. */
   external?: () => { closed?: string[]; tcPending?: string } | undefined;
   /** Entries the agent's last sync could not write (the agent retries them). */
-  notProgrammed?: () => { servicePort?: string; frontend?: string; reason: string }[];
+  notProgrammed?: () => SyncError[];
   /** Reads a Service straight from the source (a label-filtered watch does not hold ignored ones). */
   fetchService?: (namespace: string, name: string) => Promise<unknown | undefined>;
   /** The cgroup the socket hooks are attached to: where the probe runs. */

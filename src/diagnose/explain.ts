@@ -23,7 +23,7 @@ import { topologyModeFromHints, type TopologyMode } from '../model/topology.js';
 import { isObject, normalizeService, normalizeSlice, parseCIDR, type ServiceSpecNorm, type SliceNorm } from '../model/validate.js';
 import type { BackendCounters, ServiceEntry } from '../dataplane/inspect.js';
 import { hostPort } from '../dataplane/inspect.js';
-import type { DriftEntry } from '../dataplane/reconciler.js';
+import type { DriftEntry, SyncError } from '../dataplane/reconciler.js';
 
 // ---------------------------------------------------------------- report
 
@@ -224,7 +224,7 @@ export interface KernelView {
   /** Why the tc path is not attached on this node, when it is not (external frontends unserved). */
   tcPending?: string;
   /** Entries the agent's last sync could not write: Service port key ("ns/name:port/PROTO") and reason. */
-  notProgrammed?: { servicePort?: string; frontend?: string; reason: string }[];
+  notProgrammed?: SyncError[];
 }
 
 export interface ExplainOptions {

@@ -25,9 +25,10 @@ import { hostPort, svcFlagNames, tableOf, type Names } from '../dataplane/inspec
 import {
   BE_F_LOCAL, BE_F_TERMINATING, CT_F_FIN_FWD, CT_F_FIN_REV, CT_F_LOCAL, CT_F_MASQ, CT_F_REPLIED, CT_F_RST, CT_FWD, EXT_F_LOCAL, EXT_F_SRC_RANGES,
   IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec,
-  srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec, TC_COUNTERS, type BackendVal, type SvcVal,
+  srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec, type BackendVal, type SvcVal,
 } from '../dataplane/layout.js';
-import { DEFAULT_CT_TIMEOUTS, type CtTimeouts } from '../dataplane/tc.js';
+import { DEFAULT_CT_TIMEOUTS, tcCounters, type CtTimeouts } from '../dataplane/tc.js';
+import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { BadQuery } from '../dataplane/tables.js';
 
 // ---------------------------------------------------------------- the programs' hashes
@@ -181,21 +182,14 @@ const OWNERSHIP_COUNTERS = ['new_flow', 'flow_reused', 'flow_adopted', 'pass_con
 
 /** The node's ownership counters (sy_tc_stats, summed over CPUs); empty without the tc path. */
 function ownershipCounters(maps: InspectMaps): Record<string, string> {
-  const out: Record<string, string> = {};
   const m = maps.openPinned('sy_tc_stats');
-  if (!m) return out;
+  if (!m) return {};
   try {
-    for (const name of OWNERSHIP_COUNTERS) {
-      const i = TC_COUNTERS.indexOf(name);
-      const key = Buffer.alloc(4);
-      key.writeUInt32LE(i);
-      const per = m.lookupPerCpu(key) ?? [];
-      out[name] = per.reduce((a, b) => a + b.readBigUInt64LE(0), 0n).toString();
-    }
+    const all = tcCounters(new BpfMap(m.fd, u32Codec, u64Codec));
+    return Object.fromEntries(OWNERSHIP_COUNTERS.map((k) => [k, String(all[k] ?? 0n)]));
   } finally {
     m.close();
   }
-  return out;
 }
 
 /** Parses "ADDR:PORT", "[v6]:PORT", or (port optional) "ADDR". */

@@ -184,9 +184,13 @@ export function nodeEligibility(node: unknown): { eligible: boolean; reason?: st
 }
 
 /** What the model reads of a Node, as a string: equal keys, equal frontends. */
-export function nodeModelKey(name: string, node: unknown): string {
-  const info = nodeInfoFromObject(name, node, []);
+export function nodeInfoKey(info: NodeInfo): string {
   return JSON.stringify([info.zone, info.labels, info.addresses]);
+}
+
+/** nodeInfoKey of a Node object. */
+export function nodeModelKey(name: string, node: unknown): string {
+  return nodeInfoKey(nodeInfoFromObject(name, node, []));
 }
 
 export function nodeInfoFromObject(name: string, node: unknown, rejected: Rejection[]): NodeInfo {
