@@ -62,6 +62,9 @@ struct sy_svc_val {
 	__u32 svc_id;           /* index into sy_svc_stats; key of sy_affinity */
 	__u16 backend_count;    /* usable backends; 0 = refuse */
 	__u16 flags;            /* SY_SVC_F_* */
+#ifdef SY_LAYOUT_NEXT
+	__u32 next_epoch;       /* test build only: moves every member below (docs/operations.md, Upgrading) */
+#endif
 	__u32 affinity_timeout; /* seconds; used when SY_SVC_F_AFFINITY */
 	__u32 table_m;          /* Maglev table size M; 0 = no table */
 	__u32 table_off;        /* first slot of the table in the pool */
@@ -224,6 +227,9 @@ struct sy_ct4_key {
 
 /* 24 bytes. */
 struct sy_ct4_val {
+#ifdef SY_LAYOUT_NEXT
+	__u64 next_created_ns;  /* test build only: moves every member (docs/operations.md, Upgrading) */
+#endif
 	__be32 addr;        /* FWD: backend address; REV: frontend address */
 	__be16 port;        /* FWD: backend port; REV: frontend port */
 	__u16 flags;        /* SY_CT_F_* */
@@ -245,6 +251,9 @@ struct sy_ct6_key {
 
 /* 40 bytes. */
 struct sy_ct6_val {
+#ifdef SY_LAYOUT_NEXT
+	__u64 next_created_ns;
+#endif
 	__u32 addr[4];
 	__be16 port;
 	__u16 flags;

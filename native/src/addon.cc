@@ -111,6 +111,64 @@ uint32_t U32Arg(const Napi::CallbackInfo &info, size_t i) { return info[i].As<Na
 std::string StrArg(const Napi::CallbackInfo &info, size_t i) { return info[i].As<Napi::String>().Utf8Value(); }
 Napi::Buffer<uint8_t> BufArg(const Napi::CallbackInfo &info, size_t i) { return info[i].As<Napi::Buffer<uint8_t>>(); }
 
+// ---------------------------------------------------------------- BTF types as trees
+
+// A BTF type as the migration code compares and converts it: typedefs and
+// modifiers resolved; { kind: int|struct|union|array|ptr|other, size,
+// members?: [{ name, offset (bytes), bits (bitfield width or 0), type }],
+// elem?, count? }. Enums are ints of their size.
+Napi::Value DescribeType(Napi::Env env, const struct btf *btf, uint32_t id, int depth) {
+  const struct btf_type *t = btf__type_by_id(btf, id);
+  for (int guard = 0; t && guard < 16; guard++) {
+    int k = btf_kind(t);
+    if (k != BTF_KIND_TYPEDEF && k != BTF_KIND_VOLATILE && k != BTF_KIND_CONST && k != BTF_KIND_RESTRICT &&
+        k != BTF_KIND_TYPE_TAG)
+      break;
+    id = t->type;
+    t = btf__type_by_id(btf, id);
+  }
+  if (!t || depth > 8) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  __s64 sz = btf__resolve_size(btf, id);
+  o.Set("size", static_cast<double>(sz < 0 ? 0 : sz));
+  switch (btf_kind(t)) {
+    case BTF_KIND_INT:
+    case BTF_KIND_ENUM:
+    case BTF_KIND_ENUM64:
+      o.Set("kind", "int");
+      break;
+    case BTF_KIND_PTR:
+      o.Set("kind", "ptr");
+      break;
+    case BTF_KIND_ARRAY: {
+      const struct btf_array *a = btf_array(t);
+      o.Set("kind", "array");
+      o.Set("elem", DescribeType(env, btf, a->type, depth + 1));
+      o.Set("count", a->nelems);
+      break;
+    }
+    case BTF_KIND_STRUCT:
+    case BTF_KIND_UNION: {
+      o.Set("kind", btf_kind(t) == BTF_KIND_STRUCT ? "struct" : "union");
+      Napi::Array members = Napi::Array::New(env);
+      const struct btf_member *m = btf_members(t);
+      for (int j = 0; j < btf_vlen(t); j++, m++) {
+        Napi::Object mo = Napi::Object::New(env);
+        mo.Set("name", btf__name_by_offset(btf, m->name_off));
+        mo.Set("offset", btf_member_bit_offset(t, j) / 8);
+        mo.Set("bits", btf_member_bitfield_size(t, j));
+        mo.Set("type", DescribeType(env, btf, m->type, depth + 1));
+        members.Set(j, mo);
+      }
+      o.Set("members", members);
+      break;
+    }
+    default:
+      o.Set("kind", "other");
+  }
+  return o;
+}
+
 // ---------------------------------------------------------------- BpfObject
 
 class BpfObject : public Napi::ObjectWrap<BpfObject> {
@@ -123,6 +181,7 @@ class BpfObject : public Napi::ObjectWrap<BpfObject> {
                            InstanceMethod("load", &BpfObject::Load),
                            InstanceMethod("programs", &BpfObject::Programs),
                            InstanceMethod("maps", &BpfObject::Maps),
+                           InstanceMethod("mapBtf", &BpfObject::MapBtf),
                            InstanceMethod("close", &BpfObject::Close),
                        });
   }
@@ -246,12 +305,38 @@ class BpfObject : public Napi::ObjectWrap<BpfObject> {
       o.Set("keySize", bpf_map__key_size(m));
       o.Set("valueSize", bpf_map__value_size(m));
       o.Set("maxEntries", bpf_map__max_entries(m));
+      o.Set("flags", bpf_map__map_flags(m));
       o.Set("internal", bpf_map__is_internal(m));
       const char *pin = bpf_map__pin_path(m);
       o.Set("pinPath", pin ? Napi::Value(Napi::String::New(env, pin)) : env.Null());
       out.Set(i++, o);
     }
     return out;
+  }
+
+  // mapBtf(name) -> { key, value, inner } before (or after) load: the key and
+  // value types from the object's BTF (null when the map declares none), and
+  // for a map of maps the inner map's definition.
+  Napi::Value MapBtf(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    bpf_map *m = Map(env, StrArg(info, 0));
+    const struct btf *btf = bpf_object__btf(Obj(env));
+    Napi::Object o = Napi::Object::New(env);
+    uint32_t k = bpf_map__btf_key_type_id(m), v = bpf_map__btf_value_type_id(m);
+    o.Set("key", btf && k ? DescribeType(env, btf, k, 0) : env.Null());
+    o.Set("value", btf && v ? DescribeType(env, btf, v, 0) : env.Null());
+    bpf_map *in = bpf_map__inner_map(m);
+    if (in) {
+      Napi::Object d = Napi::Object::New(env);
+      d.Set("type", static_cast<uint32_t>(bpf_map__type(in)));
+      d.Set("keySize", bpf_map__key_size(in));
+      d.Set("valueSize", bpf_map__value_size(in));
+      d.Set("flags", bpf_map__map_flags(in));
+      o.Set("inner", d);
+    } else {
+      o.Set("inner", env.Null());
+    }
+    return o;
   }
 
   Napi::Value Close(const Napi::CallbackInfo &info) {
@@ -470,6 +555,24 @@ Napi::Value MapInfo(const Napi::CallbackInfo &info) {
   o.Set("maxEntries", mi.max_entries);
   o.Set("flags", mi.map_flags);
   o.Set("name", std::string(mi.name));
+  o.Set("btfId", mi.btf_id);
+  o.Set("btfKeyTypeId", mi.btf_key_type_id);
+  o.Set("btfValueTypeId", mi.btf_value_type_id);
+  return o;
+}
+
+// btfLayout(btfId, keyTypeId, valueTypeId) -> { key, value }: a map's types
+// from the BTF the kernel holds for it (what the build that made it declared).
+Napi::Value BtfLayout(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  struct btf *btf = btf__load_from_kernel_by_id(U32Arg(info, 0));
+  int err = libbpf_get_error(btf);
+  if (err) ThrowErrno(env, err, "btf__load_from_kernel_by_id");
+  Napi::Object o = Napi::Object::New(env);
+  uint32_t k = U32Arg(info, 1), v = U32Arg(info, 2);
+  o.Set("key", k ? DescribeType(env, btf, k, 0) : env.Null());
+  o.Set("value", v ? DescribeType(env, btf, v, 0) : env.Null());
+  btf__free(btf);
   return o;
 }
 
@@ -808,6 +911,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("progTestRun", Napi::Function::New(env, ProgTestRun));
   exports.Set("numPossibleCpus", Napi::Function::New(env, NumPossibleCpus));
   exports.Set("btfStructs", Napi::Function::New(env, BtfStructs));
+  exports.Set("btfLayout", Napi::Function::New(env, BtfLayout));
   exports.Set("libbpfVersion",
               Napi::String::New(env, std::to_string(libbpf_major_version()) + "." +
                                          std::to_string(libbpf_minor_version())));

@@ -20,6 +20,7 @@ import type { PinnedNames } from '../dataplane/names.js';
 export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
 import type { ReapResult } from '../dataplane/reaper.js';
+import { migrations, type MapMigration } from '../dataplane/migrate.js';
 
 export interface AgentDeps {
   nodeName: string;
@@ -105,6 +106,8 @@ export interface AgentStatus {
   resync?: ResyncStatus;
   socketReaper?: { enabled: boolean; unavailable?: string; last?: Agent['lastReap'] };
   northSouth?: NorthSouthStatus;
+  /** Pinned maps this agent migrated at start (docs/operations.md, Upgrading). */
+  mapMigrations?: MapMigration[];
   /** health() with times as ISO strings. */
   health?: { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: string; pendingSince?: string; lastError?: string };
 }
@@ -448,7 +451,13 @@ export class Agent {
         h.reason = `datapath detached: ${detached}`;
       }
     }
-    if (h.healthy && !h.ready) {
+    // A migration ends when the new programs serve (both paths swapped in): not ready before.
+    const migrating = migrations.filter((m) => !m.finishedAt);
+    if (migrating.length > 0 && h.ready) {
+      h.ready = false;
+      h.reason = `migrating pinned maps (${migrating.map((m) => m.map).join(', ')}): the previous programs serve until the new ones are attached`;
+    }
+    if (h.healthy && !h.ready && !h.reason) {
       h.reason = this.lastError ? `the first sync failed: ${this.lastError}` : 'waiting for the first sync';
     }
     return h;
@@ -494,6 +503,7 @@ export class Agent {
         ...(pendingSince ? { pendingSince: pendingSince.toISOString() } : {}),
       }))(this.health()),
       ...(this.d.northSouth ? { northSouth: this.d.northSouth.status() } : {}),
+      mapMigrations: migrations,
     };
   }
 

@@ -5,6 +5,7 @@ import { mapStatsAsync, type InspectMaps, type MapStat } from '../dataplane/maps
 import { readRawCountersAsync, type Counters4, type RawCounters } from '../diagnose/stats.js';
 import { servicePortKey } from '../model/types.js';
 import { runStepsAsync } from '../util/steps.js';
+import type { MapMigration } from '../dataplane/migrate.js';
 
 /** The agent's own metrics, registered on an injected registry. */
 export function agentMetrics(registry: Registry) {
@@ -47,6 +48,28 @@ export function agentMetrics(registry: Registry) {
     sourceErrors: new Counter({ name: 'switchyard_source_errors_total', help: 'Failed list or watch requests to the API server, by resource.', labelNames: ['resource'], registers: [registry] }),
     sourceRelists: new Counter({ name: 'switchyard_source_relists_total', help: 'Full lists after the first, by resource and reason (gone: 410).', labelNames: ['resource', 'reason'], registers: [registry] }),
   };
+}
+
+/** Pinned maps migrated at start (src/dataplane/migrate.ts), read at scrape time. */
+export function registerMigrationMetrics(registry: Registry, list: () => readonly MapMigration[]): void {
+  new Gauge({
+    name: 'switchyard_map_migration_entries',
+    help: 'Entries of pinned maps migrated when this agent started (a new build changed their layout, or new flags their size), by map and outcome (copied, dropped, refreshed: copied again before the swap, late: made by the old programs after it).',
+    labelNames: ['map', 'outcome'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const m of list()) for (const k of ['copied', 'dropped', 'refreshed', 'late'] as const) this.set({ map: m.map, outcome: k }, m[k]);
+    },
+  });
+  new Gauge({
+    name: 'switchyard_map_migrations_unfinished',
+    help: 'Pinned maps being migrated: the new programs are not serving yet (/healthz answers 503 meanwhile).',
+    registers: [registry],
+    collect() {
+      this.set(list().filter((m) => !m.finishedAt).length);
+    },
+  });
 }
 
 /** Counters of the tc path (sy_tc_stats), read from the kernel at scrape time. */

@@ -15,7 +15,6 @@ import type { Logger } from 'pino';
 import type { DesiredState, Frontend } from '../model/types.js';
 import { ExternalProgrammer, type ExternalSyncResult } from '../dataplane/external.js';
 import { detectDevices, type ConntrackLookupState, type TcAttachMode, type TcAttachment, type TcDatapath } from '../dataplane/tc.js';
-import { migrations, type MapMigration } from '../dataplane/migrate.js';
 import { detectIptablesMode, ensureMasqRules, type IptablesMode } from '../dataplane/iptables.js';
 import type { HealthCheckServers } from './healthcheck.js';
 
@@ -45,7 +44,6 @@ export interface NorthSouthStatus {
   lastExternalSync?: ExternalSyncResult;
   counters: Record<string, string>;
   conntrackLookup: ConntrackLookupState;
-  mapMigrations: MapMigration[];
 }
 
 export class NorthSouth {
@@ -171,7 +169,6 @@ export class NorthSouth {
       lastExternalSync: this.lastExternalSync,
       counters,
       conntrackLookup: this.o.tc.conntrackLookup,
-      mapMigrations: migrations,
     };
   }
 }

@@ -267,6 +267,18 @@ export const statusResponse = {
       type: 'array',
       items: { type: 'object', properties: { kind: str, namespace: str, name: str, reason: str } },
     },
+    mapMigrations: {
+      type: 'array',
+      description: 'pinned maps this agent migrated at start because a new build changed their layout or new flags their size (docs/operations.md, Upgrading); not ready until each has finishedAt',
+      items: {
+        type: 'object',
+        properties: {
+          map: str, role: { type: 'string', enum: ['desired', 'state', 'counters'] }, reasons: { type: 'array', items: str },
+          fromEntries: int, toEntries: int, copied: int, dropped: int, refreshed: int, late: int, converted: bool,
+          startedAt: str, finishedAt: str, durationMs: { type: 'number' },
+        },
+      },
+    },
     health: {
       type: 'object',
       description: 'what /healthz and /readyz answer: healthy unless a change waited longer than --health-timeout for a successful sync or the hooks were detached',
@@ -299,11 +311,6 @@ export const statusResponse = {
           type: 'object',
           description: 'whether the tc programs ask the kernel\'s conntrack before taking a packet that cannot start a flow (bpf_skb_ct_lookup), and why not',
           properties: { enabled: bool, reason: str },
-        },
-        mapMigrations: {
-          type: 'array',
-          description: 'pinned maps this agent migrated at start because their size changed (docs/operations.md, Upgrading)',
-          items: { type: 'object', properties: { map: str, fromEntries: int, toEntries: int, copied: int, dropped: int, at: str } },
         },
       },
     },

@@ -22,8 +22,25 @@ export interface NativeMapDesc {
   keySize: number;
   valueSize: number;
   maxEntries: number;
+  flags: number;
   internal: boolean;
   pinPath: string | null;
+}
+
+/** A BTF type as a tree (native/src/addon.cc DescribeType): typedefs resolved, enums as ints. */
+export interface BtfType {
+  kind: 'int' | 'struct' | 'union' | 'array' | 'ptr' | 'other';
+  size: number;
+  members?: { name: string; offset: number; bits: number; type: BtfType | null }[];
+  elem?: BtfType | null;
+  count?: number;
+}
+
+/** A map's key and value types (null when it declares none), and a map of maps' inner definition. */
+export interface MapBtf {
+  key: BtfType | null;
+  value: BtfType | null;
+  inner?: { type: number; keySize: number; valueSize: number; flags: number } | null;
 }
 
 export interface NativeBpfObject {
@@ -32,6 +49,8 @@ export interface NativeBpfObject {
   load(): void;
   programs(): NativeProgram[];
   maps(): NativeMapDesc[];
+  /** The key and value types the object declares for a map (from its BTF). */
+  mapBtf(name: string): MapBtf;
   close(): void;
 }
 
@@ -43,6 +62,10 @@ export interface MapInfo {
   maxEntries: number;
   flags: number;
   name: string;
+  /** The BTF the map was created with (0: none), and its key and value type ids in it. */
+  btfId: number;
+  btfKeyTypeId: number;
+  btfValueTypeId: number;
 }
 
 export interface LinkInfo {
@@ -96,6 +119,8 @@ export interface NativeAddon {
   progTestRun(fd: number, data: Buffer, repeat: number, outSize: number, ctxIn?: Buffer): { retval: number; data: Buffer; durationNs: number; ctx?: Buffer };
   numPossibleCpus(): number;
   btfStructs(objPath: string, names: string[]): Record<string, BtfStruct>;
+  /** A map's key and value types from the BTF the kernel holds (btfId of mapInfo). */
+  btfLayout(btfId: number, keyTypeId: number, valueTypeId: number): MapBtf;
   libbpfVersion: string;
 }
 

@@ -34,7 +34,7 @@ import { DEFAULT_MASQ_MARK, TcDatapath, cleanupTcFilters, type TcAttachMode } fr
 import { DEFAULT_MASQ_PORTS, removeMasqRules, type IptablesMode } from '../dataplane/iptables.js';
 import { HealthCheckServers, ProxyHealthServer, agentProxyHealth } from '../agent/healthcheck.js';
 import { NorthSouth } from '../agent/northsouth.js';
-import { registerTcMetrics } from '../agent/metrics.js';
+import { registerMigrationMetrics, registerTcMetrics } from '../agent/metrics.js';
 import { LogRing, ringLogger } from '../agent/logring.js';
 import { explainCommand, snapshotCommand, statsCommand, traceCommand } from './diagnose.js';
 import { StatsSampler } from '../diagnose/stats.js';
@@ -107,6 +107,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --maglev-fixed          every table has exactly M slots; default sizes each table from its
                           backend count (>= 100 slots per backend) with M as the upper bound
   --max-services N        capacity of the service maps                             [${DEFAULTS.maxServices}]
+  --bpf-objects DIR       directory of sock_lb.o, tc_lb.o, sock_destroy.o        [the package's bpf/]
   --max-backends N        capacity of the backend map                              [${DEFAULTS.maxBackends}]
   --service-proxy-name S  only handle Services labelled service.kubernetes.io/service-proxy-name=S
   --resync-interval SEC   compare the maps with the desired state and repair drift every SEC s; 0 = off   [60]
@@ -155,6 +156,7 @@ const agentOptions = {
   'maglev-table-size': { type: 'string' },
   'maglev-fixed': { type: 'boolean' },
   'max-services': { type: 'string' },
+  'bpf-objects': { type: 'string' },
   'max-backends': { type: 'string' },
   'service-proxy-name': { type: 'string' },
   'log-level': { type: 'string' },
@@ -256,11 +258,12 @@ async function runAgent(o: Opts): Promise<number> {
   };
   const udpDestroy = o['udp-socket-destroy'] ?? 'on';
   if (udpDestroy !== 'on' && udpDestroy !== 'off') throw new Error(`--udp-socket-destroy must be on or off, got ${JSON.stringify(udpDestroy)}`);
-  const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes });
+  const objDir = o['bpf-objects'];
+  const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes, ...(objDir ? { objectPath: join(objDir, 'sock_lb.o') } : {}) });
   const ctLookup = o['tc-conntrack-lookup'] ?? 'auto';
   if (ctLookup !== 'auto' && ctLookup !== 'off') throw new Error(`--tc-conntrack-lookup must be auto or off, got ${JSON.stringify(ctLookup)}`);
-  const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, conntrackLookup: ctLookup, ...sizes });
-  for (const m of migrations) logger.info(m, `pinned map ${m.map} resized from ${m.fromEntries} to ${m.toEntries} entries: ${m.copied} entries copied, ${m.dropped} dropped`);
+  const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, conntrackLookup: ctLookup, objectDir: objDir, ...sizes });
+  for (const m of migrations) logger.warn(m, `pinned map ${m.map} migrated (${m.reasons.join('; ')}): ${m.copied} entries ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped; the old programs serve until the new ones are attached`);
   if (tc && !tc.conntrackLookup.enabled) logger.warn({ reason: tc.conntrackLookup.reason }, 'tc path without kernel conntrack lookups: replies to other NATs on NodePort ports are protected only by the TCP start rule and local sockets');
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
   const reconciler = new Reconciler(datapath, sizing);
@@ -296,7 +299,7 @@ async function runAgent(o: Opts): Promise<number> {
   const northSouth = tc
     ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, nodePortRange, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
     : undefined;
-  const reaperOrWhy = udpDestroy === 'off' ? { unavailable: 'switched off (--udp-socket-destroy off)' } : SocketReaper.load(bpfRoot, datapath.opts);
+  const reaperOrWhy = udpDestroy === 'off' ? { unavailable: 'switched off (--udp-socket-destroy off)' } : SocketReaper.load(bpfRoot, datapath.opts, objDir ? join(objDir, 'sock_destroy.o') : undefined);
   const reaper = reaperOrWhy instanceof SocketReaper ? reaperOrWhy : undefined;
   if (!reaper) logger.warn({ reason: (reaperOrWhy as { unavailable: string }).unavailable }, 'connected UDP sockets to removed backends will not be destroyed');
   const agent = new Agent({
@@ -316,6 +319,7 @@ async function runAgent(o: Opts): Promise<number> {
   if (!Number.isFinite(statsSec) || statsSec < 0) throw new Error(`--stats-interval must be a number of seconds >= 0, got ${JSON.stringify(o['stats-interval'])}`);
   const sampler = new StatsSampler(maps, statsSec * 1000);
   if (tc) registerTcMetrics(registry, tc);
+  registerMigrationMetrics(registry, () => migrations);
   const features = probeFeatures();
   const diagnose = {
     input: async () => {

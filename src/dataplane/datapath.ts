@@ -17,7 +17,7 @@ import { attachTypeName } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
 import { MaglevPool } from './pool.js';
 import {
-  affinityKeyCodec, affinityValCodec, backendCodec, checkLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
+  affinityKeyCodec, affinityValCodec, backendCodec, bindLayouts, SHARED_STRUCTS, DROP_REASON_SLOTS, FEAT_V4_IN_V6,
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec, svc4KeyCodec, svc6KeyCodec,
   svcStatsCodec, svcValCodec, beStatsCodec,
 } from './layout.js';
@@ -155,7 +155,7 @@ export class SocketLbDatapath {
       objectPath: o.objectPath ?? SOCK_LB_OBJECT,
     };
     if (!existsSync(opts.objectPath)) throw new Error(`BPF object ${opts.objectPath} missing; run "npm run build"`);
-    const problems = checkLayouts(native().btfStructs(opts.objectPath, SHARED_STRUCTS.map((s) => s.cStruct)), SHARED_STRUCTS);
+    const problems = bindLayouts(native().btfStructs(opts.objectPath, SHARED_STRUCTS.map((s) => s.cStruct)), SHARED_STRUCTS);
     if (problems.length > 0) {
       throw new Error(`C and TypeScript layouts disagree in ${opts.objectPath}:\n  ${problems.join('\n  ')}`);
     }
@@ -197,6 +197,7 @@ export class SocketLbDatapath {
     const cgroupId = BigInt(statSync(cg).ino);
     mkdirSync(linkDir(this.opts.bpfRoot), { recursive: true });
     this.links.length = 0;
+    this.migrator?.refresh(this.obj);
     for (const p of this.programs) {
       const pin = join(linkDir(this.opts.bpfRoot), p.name);
       let how: AttachedLink['how'] = 'created';

@@ -21,14 +21,23 @@ interface FieldSpec {
 export interface StructCodec<T> extends Codec<T> {
   readonly cStruct: string;
   readonly fields: readonly FieldSpec[];
+  /** Takes offsets and size from the compiled object's BTF (see bindLayouts). */
+  bind(size: number, offsets: ReadonlyMap<string, number>): void;
 }
 
-function defineStruct<T extends object>(cStruct: string, size: number, fields: [keyof T & string, number, FieldKind][]): StructCodec<T> {
+function defineStruct<T extends object>(cStruct: string, defaultSize: number, fields: [keyof T & string, number, FieldKind][]): StructCodec<T> {
   const specs = fields.map(([name, offset, kind]) => ({ name, offset, kind }));
+  let size = defaultSize;
   return {
     cStruct,
-    size,
+    get size() {
+      return size;
+    },
     fields: specs,
+    bind(n, offsets) {
+      size = n;
+      for (const f of specs) f.offset = offsets.get(f.name) ?? f.offset;
+    },
     encode(v: T, buf = Buffer.alloc(size)): Buffer {
       buf.fill(0, 0, size);
       const rec = v as Record<string, unknown>;
@@ -115,7 +124,12 @@ const rawBackendCodec = defineStruct<RawBackend>('sy_backend', 24, [
   ['addr', 0, 'addr16'], ['port', 16, 'be16'], ['proto', 18, 'u8'], ['family', 19, 'u8'], ['flags', 20, 'u16'],
 ]);
 export const backendCodec: StructCodec<BackendVal> = {
-  ...rawBackendCodec,
+  cStruct: rawBackendCodec.cStruct,
+  get size() {
+    return rawBackendCodec.size;
+  },
+  fields: rawBackendCodec.fields,
+  bind: (n, offsets) => rawBackendCodec.bind(n, offsets),
   encode: (v, buf) => rawBackendCodec.encode(v, buf),
   decode(buf) {
     const r = rawBackendCodec.decode(buf);
@@ -278,5 +292,36 @@ export function checkLayouts(btf: Record<string, BtfStruct>, structs: readonly S
       if (!b.members.some((m) => m.name === cName(f.name))) problems.push(`struct ${s.cStruct}: TypeScript field ${f.name} is not in C`);
     }
   }
+  return problems;
+}
+
+/**
+ * Takes the offsets and sizes of the mirrors from the object's BTF, by member
+ * name: a build that moved members, or added ones the TypeScript does not
+ * know (written as zero), runs with the same control plane. Returns what
+ * cannot be bound (a mirrored member missing in C, or of another size); the
+ * load refuses the object then. checkLayouts() stays the strict check that
+ * the defaults equal the default build.
+ */
+export function bindLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<any>[]): string[] {
+  const problems: string[] = [];
+  const binds: [StructCodec<any>, number, Map<string, number>][] = [];
+  for (const s of structs) {
+    const b = btf[s.cStruct];
+    if (!b) {
+      problems.push(`struct ${s.cStruct}: not in the object's BTF`);
+      continue;
+    }
+    const offsets = new Map<string, number>();
+    for (const f of s.fields) {
+      const m = b.members.find((x) => x.name === cName(f.name));
+      if (!m) problems.push(`struct ${s.cStruct}: TypeScript field ${f.name} is not in C`);
+      else if (m.size !== KIND_SIZE[f.kind]) problems.push(`struct ${s.cStruct}.${m.name}: size ${m.size} in C, ${KIND_SIZE[f.kind]} in TypeScript`);
+      else offsets.set(f.name, m.offset);
+    }
+    binds.push([s, b.size, offsets]);
+  }
+  // All or nothing: a refused object leaves the mirrors as they were.
+  if (problems.length === 0) for (const [s, size, offsets] of binds) s.bind(size, offsets);
   return problems;
 }

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { native, repoRoot, type NativeBpfObject } from '../bpf/native.js';
 import { BpfMap, u32Codec } from '../bpf/map.js';
 import { configureMapSizes, type MapSizes } from './datapath.js';
-import { SOCK_DESTROY_STRUCTS, checkLayouts, decodeReaped, staleKeyCodec, type Reaped, type StaleKey } from './layout.js';
+import { SOCK_DESTROY_STRUCTS, bindLayouts, decodeReaped, staleKeyCodec, type Reaped, type StaleKey } from './layout.js';
 
 export const SOCK_DESTROY_OBJECT = join(repoRoot, 'bpf', 'sock_destroy.o');
 const STALE_MAX = 4096;
@@ -74,7 +74,7 @@ export class SocketReaper {
    */
   static load(bpfRoot: string, sizes: MapSizes, objectPath = SOCK_DESTROY_OBJECT): SocketReaper | { unavailable: string } {
     if (!existsSync(objectPath)) return { unavailable: `${objectPath} missing; run "npm run build"` };
-    const problems = checkLayouts(native().btfStructs(objectPath, SOCK_DESTROY_STRUCTS.map((s) => s.cStruct)), SOCK_DESTROY_STRUCTS);
+    const problems = bindLayouts(native().btfStructs(objectPath, SOCK_DESTROY_STRUCTS.map((s) => s.cStruct)), SOCK_DESTROY_STRUCTS);
     if (problems.length) throw new Error(`C and TypeScript layouts disagree in ${objectPath}:\n  ${problems.join('\n  ')}`);
     let obj: NativeBpfObject | undefined;
     try {

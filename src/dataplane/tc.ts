@@ -21,7 +21,7 @@ import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram 
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { AttachType, LinkType } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
-import { ALL_STRUCTS, TC_COUNTERS, TC_COUNTER_SLOTS, checkLayouts, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec } from './layout.js';
+import { ALL_STRUCTS, TC_COUNTERS, TC_COUNTER_SLOTS, bindLayouts, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec } from './layout.js';
 import { DEFAULTS, configureMapSizes, mapFds, type MapSizes } from './datapath.js';
 
 export const TC_LB_OBJECT = join(repoRoot, 'bpf', 'tc_lb.o');
@@ -49,6 +49,8 @@ export interface TcOptions extends Partial<MapSizes> {
   masqMark?: number;
   ct?: Partial<CtTimeouts>;
   objectPath?: string;
+  /** Directory of tc_lb.o and tc_lb_noct.o (--bpf-objects); the package's bpf/ by default. */
+  objectDir?: string;
   /**
    * Ask the kernel's conntrack before taking a packet that cannot start a
    * flow (bpf_skb_ct_lookup). 'auto' (default): when the kernel has the
@@ -112,14 +114,16 @@ export class TcDatapath {
    */
   static load(o: TcOptions): TcDatapath {
     if (o.objectPath) return TcDatapath.loadObject(o, o.objectPath, { enabled: !o.objectPath.endsWith('_noct.o') });
-    if (o.conntrackLookup === 'off') return TcDatapath.loadObject(o, TC_LB_NOCT_OBJECT, { enabled: false, reason: 'turned off (--tc-conntrack-lookup off)' });
+    const withCt = o.objectDir ? join(o.objectDir, 'tc_lb.o') : TC_LB_OBJECT;
+    const noCt = o.objectDir ? join(o.objectDir, 'tc_lb_noct.o') : TC_LB_NOCT_OBJECT;
+    if (o.conntrackLookup === 'off') return TcDatapath.loadObject(o, noCt, { enabled: false, reason: 'turned off (--tc-conntrack-lookup off)' });
     try {
-      return TcDatapath.loadObject(o, TC_LB_OBJECT, { enabled: true });
+      return TcDatapath.loadObject(o, withCt, { enabled: true });
     } catch (e) {
       // libbpf: "extern (func ksym) 'bpf_skb_ct_lookup': not found in kernel or module BTFs".
       if (!isBpfError(e) || !/bpf_skb_ct_lookup|bpf_ct_release|ksym/i.test(e.message)) throw e;
       const reason = `the kernel has no bpf_skb_ct_lookup kfunc (Linux >= 5.18 with nf_conntrack): ${e.message.split('\n')[0]}`;
-      return TcDatapath.loadObject(o, TC_LB_NOCT_OBJECT, { enabled: false, reason });
+      return TcDatapath.loadObject(o, noCt, { enabled: false, reason });
     }
   }
 
@@ -131,7 +135,7 @@ export class TcDatapath {
     const ct = { ...DEFAULT_CT_TIMEOUTS, ...(o.ct ?? {}) };
     const opts = { ...o, masqMark, ct, objectPath };
     if (!existsSync(opts.objectPath)) throw new Error(`BPF object ${opts.objectPath} missing; run "npm run build"`);
-    const problems = checkLayouts(native().btfStructs(opts.objectPath, ALL_STRUCTS.map((s) => s.cStruct)));
+    const problems = bindLayouts(native().btfStructs(opts.objectPath, ALL_STRUCTS.map((s) => s.cStruct)), ALL_STRUCTS);
     if (problems.length > 0) throw new Error(`C and TypeScript layouts disagree in ${opts.objectPath}:\n  ${problems.join('\n  ')}`);
     ensureBpffs(opts.bpfRoot);
     const obj = new (native().BpfObject)(opts.objectPath, opts.bpfRoot);
@@ -187,6 +191,7 @@ export class TcDatapath {
     const ld = linkDir(this.opts.bpfRoot);
     mkdirSync(ld, { recursive: true });
     this.attachments.length = 0;
+    this.migrator?.refresh(this.obj);
     const wanted = new Set<string>();
     let useTcx = mode !== 'clsact';
     for (const dev of devices) {

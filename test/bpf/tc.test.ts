@@ -19,6 +19,10 @@ import { native } from '../../src/bpf/native.js';
 import { MapType } from '../../src/bpf/constants.js';
 import { join } from 'node:path';
 import { unlinkSync } from 'node:fs';
+import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
+import { Reconciler } from '../../src/dataplane/reconciler.js';
+import { findCgroup2Root } from '../../src/util/sys.js';
+import { buildNextLayout } from '../next-build.js';
 
 const N1 = '10.0.0.11';
 const N2 = '10.0.0.12';
@@ -834,3 +838,57 @@ describe('upgrades: pinned maps whose size changed are migrated, not refused', (
 function delta(h: TcHarness, before: Record<string, bigint>, name: string): number {
   return Number(h.counters()[name] - before[name]);
 }
+
+describe('upgrades: a build that moved the members of the service entry and of the flow values', () => {
+  let next: ReturnType<typeof buildNextLayout>;
+  before(() => {
+    requireBpf();
+    next = buildNextLayout();
+  });
+  after(() => next?.remove());
+
+  test('up and back down: entries are converted by member name, flows keep their backend, the desired state needs no write', () => {
+    const root = `/sys/fs/bpf/switchyard-tctest-l-${process.pid}`;
+    const sizes = { ctEntries: 4096, maxServices: 1024, maxBackends: 4096, affinityEntries: 1024, revnatEntries: 1024 };
+    const h = new TcHarness(root);
+    const loaded: { sock: SocketLbDatapath; tc: TcDatapath }[] = [];
+    try {
+      const fes = frontends();
+      h.apply(fes);
+      const syn = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 48100, dport: 30080, flags: TH_SYN }));
+      h.run('egress', packet(4, syn.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: 48100, flags: TH_SYN | TH_ACK }));
+      const svcBefore = h.sock.svc4.entries().map(([k, v]) => `${k.addr}:${k.port}/${k.scope}=${JSON.stringify(v)}`).sort();
+      h.tc.close();
+      h.sock.close();
+      for (const [dir, label] of [[next.dir, 'up'], [undefined, 'down']] as const) {
+        const before = migrations.length;
+        const sock = SocketLbDatapath.load({ bpfRoot: root, cgroupPath: findCgroup2Root(), ...sizes, ...(dir ? { objectPath: join(dir, 'sock_lb.o') } : {}) });
+        const tc = TcDatapath.load({ bpfRoot: root, ...sizes, objectDir: dir });
+        loaded.push({ sock, tc });
+        const done = Object.fromEntries(migrations.slice(before).map((m) => [m.map, m]));
+        assert.deepEqual(Object.keys(done).sort(), ['sy_ct4', 'sy_ct6', 'sy_svc4', 'sy_svc6'], `${label}: only the maps whose layout changed`);
+        assert.ok(done.sy_ct4.converted && done.sy_svc4.converted, label);
+        assert.match(done.sy_ct4.reasons.join(), /value size (24→32|32→24) \((\+|-) next_created_ns\)/, label);
+        assert.ok(done.sy_ct4.copied >= 2 && done.sy_ct4.dropped === 0, `${label}: ${JSON.stringify(done.sy_ct4)}`);
+        assert.equal(done.sy_svc4.copied, svcBefore.length, label);
+        // The entries read back as they were written: ids and table offsets kept.
+        assert.deepEqual(sock.svc4.entries().map(([k, v]) => `${k.addr}:${k.port}/${k.scope}=${JSON.stringify(v)}`).sort(), svcBefore, label);
+        const rec = new Reconciler(sock);
+        const r = rec.apply(fes);
+        assert.deepEqual(r.errors, []);
+        assert.deepEqual(r.written, { backends: 0, tables: 0, services: 0 }, `${label}: the converted maps already hold the desired state`);
+        assert.deepEqual(rec.drift(), [], label);
+        (h as { tc: TcDatapath }).tc = tc;
+        const c0 = tc.counters().new_flow;
+        const again = h.run('ingress', packet(4, CLIENT, N1, { proto: 'tcp', sport: 48100, dport: 30080, flags: TH_ACK }));
+        assert.equal(again.pkt.dst, syn.pkt.dst, `${label}: the established flow keeps its backend`);
+        assert.equal(tc.counters().new_flow, c0, `${label}: found, not made again`);
+        assert.equal(h.run('egress', packet(4, syn.pkt.dst, CLIENT, { proto: 'tcp', sport: 8080, dport: 48100, flags: TH_ACK })).pkt.src, N1, `${label}: the reply is translated back`);
+        tc.close();
+        sock.close();
+      }
+    } finally {
+      cleanupDatapath(root);
+    }
+  });
+});
