@@ -796,6 +796,39 @@ Napi::Value MapUpdateBatch(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, n);
 }
 
+// mapUpdateEach(fd, keys, values, count, flags) -> { written, exist, failed }: one
+// bpf_map_update_elem per entry, going on past failures (a batch update stops
+// at the first one): what copying between two maps wants, where "already
+// there" (BPF_NOEXIST) and "full" are outcomes to count, not errors.
+Napi::Value MapUpdateEach(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int fd = FdArg(info, 0);
+  auto keys = BufArg(info, 1);
+  auto vals = BufArg(info, 2);
+  uint32_t count = U32Arg(info, 3);
+  uint64_t flags = static_cast<uint64_t>(info[4].As<Napi::Number>().Int64Value());
+  if (count == 0) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("written", 0);
+    o.Set("exist", 0);
+    o.Set("failed", 0);
+    return o;
+  }
+  size_t ks = keys.Length() / count, vs = vals.Length() / count;
+  if (ks * count != keys.Length() || vs * count != vals.Length()) ThrowErrno(env, EINVAL, "mapUpdateEach: buffers are not count entries");
+  uint32_t written = 0, exist = 0, failed = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (bpf_map_update_elem(fd, keys.Data() + i * ks, vals.Data() + i * vs, flags) == 0) written++;
+    else if (errno == EEXIST) exist++;
+    else failed++;
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("written", written);
+  o.Set("exist", exist);
+  o.Set("failed", failed);
+  return o;
+}
+
 // mapDeleteBatch(fd, keys, count) -> number deleted
 Napi::Value MapDeleteBatch(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -906,6 +939,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("mapDumpBatch", Napi::Function::New(env, MapDumpBatch));
   exports.Set("mapUpdateBatch", Napi::Function::New(env, MapUpdateBatch));
   exports.Set("mapDeleteBatch", Napi::Function::New(env, MapDeleteBatch));
+  exports.Set("mapUpdateEach", Napi::Function::New(env, MapUpdateEach));
   exports.Set("mapMmapWrite", Napi::Function::New(env, MapMmapWrite));
   exports.Set("mapMmapRead", Napi::Function::New(env, MapMmapRead));
   exports.Set("progTestRun", Napi::Function::New(env, ProgTestRun));

@@ -113,6 +113,8 @@ export interface NativeAddon {
   mapDumpBatch(fd: number, keySize: number, valueSize: number, cursor: Buffer | null, max: number): { keys: Buffer; values: Buffer; count: number; cursor: Buffer | null };
   mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): number;
   mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
+  /** One update per entry, past failures: how many were written, already there (BPF_NOEXIST), failed (full, …). */
+  mapUpdateEach(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): { written: number; exist: number; failed: number };
   /** Copies into / out of the value area of a BPF_F_MMAPABLE array (element stride: value size rounded up to 8). */
   mapMmapWrite(fd: number, data: Buffer, offset: number): void;
   mapMmapRead(fd: number, length: number, offset: number): Buffer;

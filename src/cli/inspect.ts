@@ -282,6 +282,13 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
           : 'Last sync:   none yet',
       );
       if (s.resync) lines.push(`Resync:      every ${s.resync.intervalSec}s, ${s.resync.runs} runs, last ${s.resync.lastAt ?? '-'} (${s.resync.lastRepaired} drifted entries)`);
+      for (const [i, m] of (s.mapMigrations ?? []).entries()) {
+        lines.push(
+          `${i === 0 ? 'Migrated:    ' : '             '}${m.map} (${m.reasons.join('; ')}): ${m.copied} ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped` +
+            (m.refreshed || m.late ? `, ${m.refreshed} refreshed, ${m.late} late` : '') +
+            (m.finishedAt ? ` in ${m.durationMs} ms` : ' — not finished: the previous programs still serve'),
+        );
+      }
       if (s.rejected?.length) lines.push(`Rejected:    ${s.rejected.map((r: any) => `${r.kind} ${r.namespace}/${r.name}: ${r.reason}`).join('\n             ')}`);
     }
     lines.push(`BPF root:    ${s.bpfRoot}`);

@@ -273,6 +273,12 @@ export class SocketLbDatapath {
   /** Maps migrated at load (see migrate.ts): the old maps are let go once the new programs are attached. */
   migrator?: MapMigrator;
 
+  /** What attach() does around its link swaps (refresh, finish), for a caller that attaches nothing (benchmarks). */
+  completeMigrations(): void {
+    this.migrator?.refresh(this.obj);
+    this.migrator?.finish(this.obj);
+  }
+
   close(): void {
     this.migrator?.finish(this.obj);
     this.pool.close();

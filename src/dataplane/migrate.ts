@@ -260,35 +260,54 @@ function slots(type: number, valueSize: number): { stride: number; count: number
   return { stride, count: valueBytes(type, valueSize) / stride };
 }
 
-function convertValue(p: Pending, d: NativeMapDesc, v: Buffer): Buffer {
+/** Converts one value (all its per-CPU slots) into `out`. */
+function convertValue(p: Pending, d: NativeMapDesc, v: Buffer, out: Buffer): void {
   const from = slots(p.old.type, p.old.valueSize);
   const to = slots(d.type, d.valueSize);
-  if (p.value!.identity && from.stride === to.stride && from.count === to.count) return v;
-  const out = Buffer.alloc(to.stride * to.count);
   for (let c = 0; c < Math.min(from.count, to.count); c++) {
     p.value!.convert(v.subarray(c * from.stride, c * from.stride + p.old.valueSize), out.subarray(c * to.stride, c * to.stride + d.valueSize));
   }
-  return out;
 }
 
+/** Entries written per native call (bounds the converted copy held at once). */
+const COPY_CHUNK = 65536;
+
+/**
+ * Copies every entry of the old map into the new one, converted; one native
+ * call per chunk writes them one by one, past failures (BPF_NOEXIST: those
+ * already there are counted apart, not as dropped).
+ */
 function copyEntries(p: Pending, d: NativeMapDesc, flags: number): { copied: number; dropped: number } {
   if (!p.key || !p.value || isPerCpuMap(p.old.type) !== isPerCpuMap(d.type)) {
     // Nothing of the old layout fits the new one: every entry is dropped (and counted).
     return { copied: 0, dropped: countEntries(p) };
   }
-  const slot = valueBytes(p.old.type, p.old.valueSize);
-  const dump = native().mapDump(p.oldFd, p.old.keySize, slot);
+  const oldSlot = valueBytes(p.old.type, p.old.valueSize);
+  const newSlot = valueBytes(d.type, d.valueSize);
+  const from = slots(p.old.type, p.old.valueSize);
+  const to = slots(d.type, d.valueSize);
+  const asIs = p.key.identity && p.value.identity && oldSlot === newSlot && from.stride === to.stride;
+  const dump = native().mapDump(p.oldFd, p.old.keySize, oldSlot);
   let copied = 0;
   let dropped = 0;
-  for (let i = 0; i < dump.count; i++) {
-    const k = p.key.convert(dump.keys.subarray(i * p.old.keySize, (i + 1) * p.old.keySize));
-    const v = convertValue(p, d, dump.values.subarray(i * slot, (i + 1) * slot));
-    try {
-      native().mapUpdate(d.fd, k, v, flags);
-      copied++;
-    } catch {
-      dropped++; // beyond a smaller array, a smaller hash map full, or (NOEXIST) already there
+  for (let base = 0; base < dump.count; base += COPY_CHUNK) {
+    const n = Math.min(COPY_CHUNK, dump.count - base);
+    let keys = dump.keys.subarray(base * p.old.keySize, (base + n) * p.old.keySize);
+    let vals = dump.values.subarray(base * oldSlot, (base + n) * oldSlot);
+    if (!asIs) {
+      const k2 = Buffer.alloc(n * d.keySize);
+      const v2 = Buffer.alloc(n * newSlot);
+      for (let i = 0; i < n; i++) {
+        p.key.convert(keys.subarray(i * p.old.keySize, (i + 1) * p.old.keySize), k2.subarray(i * d.keySize, (i + 1) * d.keySize));
+        convertValue(p, d, vals.subarray(i * oldSlot, (i + 1) * oldSlot), v2.subarray(i * newSlot, (i + 1) * newSlot));
+      }
+      keys = k2;
+      vals = v2;
     }
+    const r = native().mapUpdateEach(d.fd, keys, vals, n, flags);
+    copied += r.written;
+    // Beyond a smaller array, or a smaller hash map full; "already there" (NOEXIST) is no loss.
+    dropped += r.failed;
   }
   return { copied, dropped };
 }
@@ -347,7 +366,8 @@ function addIncrements(p: Pending, d: NativeMapDesc): void {
     }
     if (!any) continue;
     const k = p.key.convert(Buffer.from(hex, 'hex'));
-    const add = convertValue(p, d, delta);
+    const add = Buffer.alloc(newSlot);
+    convertValue(p, d, delta, add);
     const cur = native().mapLookup(d.fd, k, newSlot);
     if (!cur) continue; // the new map has no such key (a backend removed meanwhile)
     for (let o = 0; o + 8 <= cur.length; o += 8) cur.writeBigUInt64LE(BigInt.asUintN(64, cur.readBigUInt64LE(o) + add.readBigUInt64LE(o)), o);

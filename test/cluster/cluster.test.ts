@@ -157,6 +157,49 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     assert.ok(extResult.ok > 20, 'the NodePort loop made requests');
   });
 
+  test('map sizes changed in the ConfigMap (kubectl apply + rollout restart) and back: maps migrated on every node, no failed request', async () => {
+    const cm = cluster.kubectlJson<any>(['-n', 'kube-system', 'get', 'configmap', 'switchyard']);
+    const original = { ...cm.data };
+    const status = (pod: string) =>
+      JSON.parse(cluster.kubectl(['-n', 'kube-system', 'exec', pod, '-c', 'agent', '--', 'node', '/opt/switchyard/bin/switchyard.js', 'status', '-o', 'json']));
+    for (const [step, data, ct] of [
+      ['resize', { ...original, SWITCHYARD_CT_ENTRIES: '262144', SWITCHYARD_MAX_BACKENDS: '131072' }, 262144],
+      ['back', original, 524288],
+    ] as const) {
+      const loopMs = 30_000;
+      const inPod = cluster.execStream('default', clients.n2, [
+        'sh', '-c',
+        `ok=0; fail=0; end=$(( $(date +%s) + ${loopMs / 1000} )); while [ $(date +%s) -lt $end ]; do if curl -sS -m 2 -o /dev/null http://web.default/hostname 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail"`,
+      ]);
+      const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', '10.0.0.12', WEB_NODEPORT, loopMs, '/hostname', 10], loopMs + 30_000);
+      await new Promise((r) => setTimeout(r, 2000));
+      const before = agentPods().map((p) => p.metadata.uid);
+      cluster.kubectl(['apply', '-f', '-'], { input: yaml([{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'switchyard', namespace: 'kube-system' }, data }]) });
+      cluster.kubectl(['-n', 'kube-system', 'rollout', 'restart', 'ds/switchyard']);
+      await cluster.waitFor(`${step}: every agent pod replaced`, 120_000, () => (agentPods().every((p) => !before.includes(p.metadata.uid)) ? true : 'old pods left'));
+      await cluster.waitDaemonSetReady(120_000);
+      for (const pod of agentPods()) {
+        const s = status(pod.metadata.name);
+        const byMap = Object.fromEntries((s.mapMigrations as any[]).map((m) => [m.map, m]));
+        process.stderr.write(`${step} on ${pod.spec.nodeName}: ${JSON.stringify(s.mapMigrations.map((m: any) => [m.map, m.reasons, m.copied, m.durationMs]))}\n`);
+        assert.deepEqual(Object.keys(byMap).sort(), ['sy_backend', 'sy_be_stats', 'sy_ct4', 'sy_ct6'], `${step} on ${pod.spec.nodeName}`);
+        assert.equal(byMap.sy_ct4.toEntries, ct);
+        assert.ok(byMap.sy_backend.copied > 0 && byMap.sy_backend.dropped === 0, JSON.stringify(byMap.sy_backend));
+        assert.ok(Object.values(byMap).every((m: any) => m.finishedAt), 'finished');
+        assert.equal(s.health.ready, true);
+      }
+      const podResult = await inPod.done;
+      const extResult = await outside;
+      const m = /ok=(\d+) fail=(\d+)/.exec(podResult.stdout);
+      assert.ok(m, `loop output: ${podResult.stdout} ${podResult.stderr}`);
+      process.stderr.write(`${step}: ClusterIP loop ok=${m![1]} fail=${m![2]}; NodePort loop ok=${extResult.ok} errors=${JSON.stringify(extResult.errors)}\n`);
+      assert.equal(Number(m![2]), 0, `${step}: no failed request through the ClusterIP`);
+      assert.ok(Number(m![1]) > 20);
+      assert.deepEqual(extResult.errors, {}, `${step}: no failed request through the NodePort: ${extResult.failures.join('; ')}`);
+      assert.ok(extResult.ok > 20);
+    }
+  });
+
   test('uninstall removes every program, pin, tc link and iptables rule', async () => {
     const bpfBase = `/sys/fs/bpf/switchyard-${PREFIX}`;
     assert.ok(NODES.every((n) => existsSync(join(bpfBase, n)) && readdirSync(join(bpfBase, n)).length > 0), 'pins while installed');
