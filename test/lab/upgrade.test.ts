@@ -74,6 +74,7 @@ describe('upgrades under load: another map layout, a downgrade, other map sizes'
     await lab.startAgent('n1', PORT, extra, { netns: true });
     const readyAfter = Date.now() - t0;
     const [s, n, h, u] = await Promise.all([sockLoop, nodePortLoop, held, udp]);
+    process.stderr.write(`upgrade ${extra.join(' ') || '(this build)'}: ready after ${readyAfter} ms; socket path ok=${s.ok} ${JSON.stringify(s.errors)}, NodePort ok=${n.ok} ${JSON.stringify(n.errors)}, held ${h.lines.length} replies, UDP ${u.events.length} answers on ${u.sockets} socket(s)\n`);
     assert.ok(readyAfter < ms - 1000, `the new agent was ready ${readyAfter} ms into a ${ms} ms load: the load must outlast the replacement`);
     assert.deepEqual(s.errors, {}, 'socket path: no failed connection');
     assert.ok(s.ok > 100, `socket path: ${s.ok} connections`);
