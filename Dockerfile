@@ -25,17 +25,17 @@ COPY scripts/install-node.sh ./scripts/
 RUN bash scripts/install-node.sh && mkdir -p /opt/node/bin && cp "$(node -p process.execPath)" /opt/node/bin/node
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
-COPY tsconfig.json ./
+COPY tsconfig.base.json ./
 COPY bpf ./bpf
 COPY native ./native
 COPY src ./src
 COPY bin ./bin
 # Only what the agent runs: the programs, the addon and the compiled control plane
 # (src/ only; the tests, benchmarks and lab tools are not built into the image).
-RUN rm -rf src/lab \
+RUN rm -rf harness/lab \
     && make -C bpf \
     && npx node-gyp rebuild --directory native --nodedir="$(node -p "require('path').resolve(process.execPath, '../..')")" \
-    && npx tsc -p tsconfig.json \
+    && npx tsc -b src \
     && npm prune --omit=dev
 
 # The runtime: Node.js, libbpf, iptables (nft and legacy: Debian's package has both) and

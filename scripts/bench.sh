@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark report: switchyard against the real kube-proxy in iptables and in nftables
-# mode on the same lab, Services and backends, in one run (dist/bench/report.js; root).
+# mode on the same lab, Services and backends, in one run (dist/harness/bench/report.js; root).
 #
 #   bash scripts/bench.sh                 100, 1,000 and 10,000 Services × 10 endpoints (~30 min)
 #   bash scripts/bench.sh --scales 100,1000,10000,30000   adds 30,000 (well over an hour: kube-proxy
@@ -9,18 +9,18 @@
 #   bash scripts/bench.sh --scales 100,10000 --dataplanes switchyard,iptables …
 #   bash scripts/bench.sh --micro         the older single-purpose benchmarks instead (below)
 #
-# Writes bench/results/<date>-<host>/report.md, results.json and SVG charts (or --out DIR),
+# Writes harness/bench/results/<date>-<host>/report.md, results.json and SVG charts (or --out DIR),
 # prints progress with the elapsed time; method and options in docs/benchmarks.md.
 #
 # --micro runs, in sequence, the single-purpose benchmarks (text tables on stdout):
-#   dist/bench/maglev.js      Maglev table build time (pure JavaScript)
-#   dist/bench/model.js       model cost per snapshot, full vs cached with one slice changed
-#   dist/bench/reconcile.js   reconciler against a real, unattached datapath (BPF)
-#   dist/bench/connect.js     connect() overhead of the socket LB in the lab
-#   dist/bench/inspect.js     API, metrics scrape, names and drift at 10,000 Services
-#   dist/bench/nodeport.js    NodePort requests/s and latency from outside with wrk, tc vs iptables
-#   dist/bench/programming.js API change → traffic latency and memory against kube-proxy (iptables)
-#   dist/bench/rollout.js   a rolling replacement of every backend under load: what clients see
+#   dist/harness/bench/maglev.js      Maglev table build time (pure JavaScript)
+#   dist/harness/bench/model.js       model cost per snapshot, full vs cached with one slice changed
+#   dist/harness/bench/reconcile.js   reconciler against a real, unattached datapath (BPF)
+#   dist/harness/bench/connect.js     connect() overhead of the socket LB in the lab
+#   dist/harness/bench/inspect.js     API, metrics scrape, names and drift at 10,000 Services
+#   dist/harness/bench/nodeport.js    NodePort requests/s and latency from outside with wrk, tc vs iptables
+#   dist/harness/bench/programming.js API change → traffic latency and memory against kube-proxy (iptables)
+#   dist/harness/bench/rollout.js   a rolling replacement of every backend under load: what clients see
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --k8s
@@ -31,9 +31,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if [ "${1:-}" = --micro ]; then
   for b in maglev model reconcile event connect inspect nodeport programming rollout; do
-    node "dist/bench/$b.js"
+    node "dist/harness/bench/$b.js"
     echo
   done
   exit 0
 fi
-exec node dist/bench/report.js "$@"
+exec node dist/harness/bench/report.js "$@"

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-node bin/switchyard.js lab up "$@"
+node harness/bin/switchyard-lab.js up "$@"

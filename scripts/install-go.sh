@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure a Go toolchain that can build test/k8s (and test/k8s/etcd) is on PATH.
+# Makes sure a Go toolchain that can build harness/k8s (and harness/k8s/etcd) is on PATH.
 # Go >= 1.21 fetches the exact toolchain a module asks for by itself (GOTOOLCHAIN=auto,
 # verified through the Go checksum database), so only a missing or older Go is replaced:
 # by the official release named in the modules' `go` lines, checked against its
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
-want=$(awk '$1 == "go" { print $2 }' test/k8s/go.mod test/k8s/etcd/go.mod | sort -V | tail -1)
+want=$(awk '$1 == "go" { print $2 }' harness/k8s/go.mod harness/k8s/etcd/go.mod | sort -V | tail -1)
 have=$(go env GOVERSION 2>/dev/null | sed 's/^go//' || true)
 if [ -n "$have" ] && [ "$(printf '%s\n%s\n' 1.21 "$have" | sort -V | head -1)" = 1.21 ]; then
   exit 0 # new enough to switch toolchains on its own

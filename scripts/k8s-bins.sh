@@ -2,20 +2,20 @@
 # Builds the real Kubernetes components used by the lab cluster, the tests and the
 # benchmarks (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kubectl, kube-proxy, etcd, CoreDNS, the upstream e2e tests of sig-network (e2e.test from
-# test/k8s/e2e, the ginkgo runner) and the images' programs they need (agnhost, boom-server)) from their Go modules, pinned in test/k8s/go.mod,
-# test/k8s/etcd/go.mod and test/k8s/coredns/go.mod, into a cache keyed by version.
+# harness/k8s/e2e, the ginkgo runner) and the images' programs they need (agnhost, boom-server)) from their Go modules, pinned in harness/k8s/go.mod,
+# harness/k8s/etcd/go.mod and harness/k8s/coredns/go.mod, into a cache keyed by version.
 # Skips what is already there.
 #
 #   SY_K8S_CACHE  cache root (default /var/cache/switchyard/k8s)
 #
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
-cd "$(dirname "$0")/../test/k8s"
+cd "$(dirname "$0")/../harness/k8s"
 
 KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit } $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
 ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit } $2 == "go.etcd.io/etcd/server/v3" { print $3; exit }' etcd/go.mod)
 COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' coredns/go.mod)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$COREDNS_VERSION" ] || { echo "k8s-bins: cannot read pinned versions from test/k8s/go.mod" >&2; exit 1; }
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$COREDNS_VERSION" ] || { echo "k8s-bins: cannot read pinned versions from harness/k8s/go.mod" >&2; exit 1; }
 CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
 OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
 
@@ -51,7 +51,7 @@ build agnhost . k8s.io/kubernetes/test/images/agnhost "-s -w"
 build boom-server . k8s.io/kubernetes/test/images/regression-issue-74839 "-s -w"
 build ginkgo . github.com/onsi/ginkgo/v2/ginkgo "-s -w"
 if [ ! -x "$OUT/e2e.test" ]; then
-  echo "k8s-bins: building e2e.test (test/k8s/e2e: the framework and test/e2e/network)" >&2
+  echo "k8s-bins: building e2e.test (harness/k8s/e2e: the framework and test/e2e/network)" >&2
   nice go test -c -trimpath -ldflags="$kube_ldflags" -o "$OUT/e2e.test.tmp" ./e2e
   mv "$OUT/e2e.test.tmp" "$OUT/e2e.test"
 fi

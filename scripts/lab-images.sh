@@ -8,12 +8,12 @@
 #                                           the lab passes to the Dockerfile
 #   localhost/switchyard:dev                the project's Dockerfile (buildah), the image
 #                                           the DaemonSet runs
-#   localhost/switchyard-lab/pause:1        the pod sandbox: images/pause/pause.c, static
+#   localhost/switchyard-lab/pause:1        the pod sandbox: harness/images/pause/pause.c, static
 #   localhost/switchyard-lab/coredns:VER    CoreDNS from its pinned Go module (k8s-bins.sh)
 #   localhost/switchyard-lab/tools:1        test pods: agnhost (from the pinned
 #                                           k8s.io/kubernetes module) on the base, with curl,
 #                                           nslookup/dig, nc and a shell
-#   localhost/switchyard-lab/e2e-nginx:1    stand-ins for upstream e2e images (images/e2e);
+#   localhost/switchyard-lab/e2e-nginx:1    stand-ins for upstream e2e images (harness/images/e2e);
 #   localhost/switchyard-lab/e2e-boom:1     the conformance run tags tools and pause under
 #                                           the other names the e2e framework asks for
 #
@@ -38,7 +38,7 @@ done
 
 BINS=
 if wants coredns || wants tools || wants e2e; then BINS=$(bash scripts/k8s-bins.sh | tail -1); fi
-COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' test/k8s/coredns/go.mod)
+COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 == "github.com/coredns/coredns" { print $3; exit }' harness/k8s/coredns/go.mod)
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
@@ -108,7 +108,7 @@ fi
 
 if wants pause; then
   tmp=$(mktemp -d)
-  gcc -static -O2 -Wall -o "$tmp/pause" images/pause/pause.c
+  gcc -static -O2 -Wall -o "$tmp/pause" harness/images/pause/pause.c
   scratch_image localhost/switchyard-lab/pause:1 '["/bin/pause"]' "$tmp/pause"
   rm -rf "$tmp"
   save localhost/switchyard-lab/pause:1 pause.tar
@@ -123,8 +123,8 @@ if wants tools; then
   t0=$(date +%s)
   ctx=$(mktemp -d)
   # agnhost's porter serves TLS with the test certificate its upstream image carries.
-  KDIR=$(cd test/k8s && PATH="$PATH:/usr/local/go/bin" GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-  cp images/tools/Containerfile "$BINS/agnhost" "$BINS/coredns" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
+  KDIR=$(cd harness/k8s && PATH="$PATH:/usr/local/go/bin" GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  cp harness/images/tools/Containerfile "$BINS/agnhost" "$BINS/coredns" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
   buildah build --quiet --layers --network host -f "$ctx/Containerfile" \
     --build-arg BASE="$BASE" -t localhost/switchyard-lab/tools:1 "$ctx" >"$OUT/tools-build.log" 2>&1 \
     || { rm -rf "$ctx"; tail -40 "$OUT/tools-build.log" >&2; exit 1; }
@@ -136,7 +136,7 @@ fi
 if wants e2e; then
   t0=$(date +%s)
   ctx=$(mktemp -d)
-  cp images/e2e/Containerfile "$BINS/boom-server" "$ctx/"
+  cp harness/images/e2e/Containerfile "$BINS/boom-server" "$ctx/"
   for target in nginx boom; do
     buildah build --quiet --layers --network host -f "$ctx/Containerfile" --target "$target" \
       --build-arg TOOLS=localhost/switchyard-lab/tools:1 -t "localhost/switchyard-lab/e2e-$target:1" "$ctx" >"$OUT/e2e-build.log" 2>&1 \

@@ -1,10 +1,9 @@
 /**
- * `switchyard` command line: agent, cleanup, status, maps, lab.
+ * `switchyard` command line: agent, prepare, cleanup, and the inspection commands (the lab and the
+ * benchmarks are the harness's: harness/cli.ts, `switchyard-lab`).
  */
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -66,12 +65,6 @@ Usage:
   switchyard snapshot [-o FILE|-] [--api-addr HOST:PORT | --api-socket PATH | --bpf-root DIR [--source … --node-name N]]
                      (one .tar.gz for an incident: status, maps, stats, drift, explain of every Service with a problem,
                       metrics, recent logs, kernel and programs, conntrack count/max, switchyard's iptables rules)
-  switchyard bench   [--quick] [--scales 100,1000,10000] [--dataplanes switchyard,iptables,nftables] [--out DIR] …
-                     (the benchmark report against kube-proxy iptables and nftables; root; options in
-                      docs/benchmarks.md; writes bench/results/<date>-<host>/report.md)
-  switchyard lab     up|down [--prefix P] [--apiserver | --cluster]
-                     (--apiserver: etcd + kube-apiserver in the lab, agents on the Kubernetes API;
-                      --cluster: a kubelet cluster with no kube-proxy, switchyard as a DaemonSet)
 
 Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHYARD_NODE_NAME):
   --node-name N           this node's name (Node object, local endpoints)          [required]
@@ -409,41 +402,8 @@ async function runAgent(o: Opts): Promise<number> {
   return 0;
 }
 
-const labOptions = {
-  prefix: { type: 'string' },
-  apiserver: { type: 'boolean' },
-  cluster: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  if (cmd === 'bench') {
-    // The benchmark report (dist/bench/report.js) runs as its own process: it owns the lab it builds
-    // and removes it on SIGINT/SIGTERM. Not part of the agent's image.
-    const script = fileURLToPath(new URL('../../bench/report.js', import.meta.url));
-    if (!existsSync(script)) throw new Error(`bench: ${script} not found (run from a built repository checkout: npm run build)`);
-    const r = spawnSync(process.execPath, [script, ...rest], { stdio: 'inherit' });
-    return r.status ?? 1;
-  }
-  if (cmd === 'lab') {
-    const { values, positionals } = parseArgs({ args: rest, options: labOptions, allowPositionals: true, strict: true });
-    if (values.help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    const sub = positionals[0];
-    const prefix = values.prefix ?? 'sylab';
-    // The lab is loaded on demand: the agent's image does not ship it.
-    const labModule = '../lab/demo.js'; // a variable: the image's build has no src/lab to type-check
-    const { labDown, labUp } = (await import(labModule)) as {
-      labUp(prefix: string, o: { apiserver?: boolean; cluster?: boolean }): Promise<number>;
-      labDown(prefix: string): Promise<number>;
-    };
-    if (sub === 'up') return labUp(prefix, { apiserver: values.apiserver ?? false, cluster: values.cluster ?? false });
-    if (sub === 'down') return labDown(prefix);
-    throw new Error('lab: want "up" or "down"');
-  }
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
   // Inspection reads the pins only when asked on the command line: in the agent's pod the
   // environment names its --bpf-root, yet the running agent's API is the view to show.

@@ -22,7 +22,7 @@ import { unlinkSync } from 'node:fs';
 import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
-import { buildNextLayout } from '../next-build.js';
+import { buildNextLayout } from '../../harness/lab/next-build.js';
 
 const N1 = '10.0.0.11';
 const N2 = '10.0.0.12';

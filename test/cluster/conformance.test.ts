@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONFORMANCE_FOCUS, readReport, runSuite } from '../../src/lab/conformance.js';
+import { CONFORMANCE_FOCUS, readReport, runSuite } from '../../harness/lab/conformance.js';
 import { requireLabCapabilities, testPort } from '../lab/capabilities.js';
 
 test('the [Conformance] specs of sig-network pass against switchyard', { timeout: 40 * 60_000 }, async () => {

@@ -1,5 +1,5 @@
 /**
- * The benchmark report end to end, small: `dist/bench/report.js --quick` on its
+ * The benchmark report end to end, small: `dist/harness/bench/report.js --quick` on its
  * own lab (switchyard, the real kube-proxy in iptables and in nftables mode,
  * a real kube-apiserver), then checks that results.json, report.md and the SVG
  * charts are there and well-formed. It checks the shape of the report, never
@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from '../lab/capabilities.js';
-import { k8sBinDir } from '../../src/lab/minicp.js';
-import { DATAPLANES, type Results } from '../../bench/results.js';
-import { renderReport } from '../../bench/render.js';
+import { k8sBinDir } from '../../harness/lab/minicp.js';
+import { DATAPLANES, type Results } from '../../harness/bench/results.js';
+import { renderReport } from '../../harness/bench/render.js';
 import { assertWellFormedSvg } from '../unit/svgcheck.js';
 
 describe('benchmark report (--quick)', () => {
@@ -26,7 +26,7 @@ describe('benchmark report (--quick)', () => {
   before(async () => {
     requireLabCapabilities();
     k8sBinDir(); // a clear message when the Kubernetes binaries are missing
-    const child = spawn(process.execPath, [join(repoRoot, 'dist/bench/report.js'), '--quick', '--out', out, '--prefix', `${TEST_LAB_PREFIX}bn`, '--port-base', String(testPort(60))], {
+    const child = spawn(process.execPath, [join(repoRoot, 'dist/harness/bench/report.js'), '--quick', '--out', out, '--prefix', `${TEST_LAB_PREFIX}bn`, '--port-base', String(testPort(60))], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -11,11 +11,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, service } from '../../src/lab/objects.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { endpointSlice, service } from '../../harness/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from '../lab/capabilities.js';
-import { MiniControlPlane, k8sBinDir } from '../../src/lab/minicp.js';
+import { MiniControlPlane, k8sBinDir } from '../../harness/lab/minicp.js';
 
 const N = { n1: '10.0.0.11', n2: '10.0.0.12' };
 const EXT = '10.0.0.100';

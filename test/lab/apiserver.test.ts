@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { ControlPlane } from '../../src/lab/controlplane.js';
-import { endpointSlice, exampleObjects, service } from '../../src/lab/objects.js';
-import { settledAfter, type Trace } from '../../src/lab/trace.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { ControlPlane } from '../../harness/lab/controlplane.js';
+import { endpointSlice, exampleObjects, service } from '../../harness/lab/objects.js';
+import { settledAfter, type Trace } from '../../harness/lab/trace.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
 const PORTS = { n1: testPort(12), n2: testPort(13) };

@@ -6,7 +6,7 @@
  * Services without slices, several slices per Service, a slice missing a port,
  * sessionAffinity, and topology hints (forZones, forNodes, partial hints).
  */
-import type { Lab } from '../../src/lab/lab.js';
+import type { Lab } from '../../harness/lab/lab.js';
 
 /** mulberry32: small, fast, good enough for test data; same seed → same objects. */
 export function prng(seed: number): () => number {

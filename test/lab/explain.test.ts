@@ -16,8 +16,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, exampleObjects, service } from '../../src/lab/objects.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { endpointSlice, exampleObjects, service } from '../../harness/lab/objects.js';
 import { repoRoot, native } from '../../src/bpf/native.js';
 import { BpfMap } from '../../src/bpf/map.js';
 import { sockRevnat4KeyCodec, sockRevnat4ValCodec } from '../../src/dataplane/layout.js';

@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, exampleObjects, service } from '../../src/lab/objects.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { endpointSlice, exampleObjects, service } from '../../harness/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 

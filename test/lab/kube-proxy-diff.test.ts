@@ -22,9 +22,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Lab, defaultSpec, type LabSpec } from '../../src/lab/lab.js';
-import { ControlPlane } from '../../src/lab/controlplane.js';
-import { KubeProxy } from '../../src/lab/kubeproxy.js';
+import { Lab, defaultSpec, type LabSpec } from '../../harness/lab/lab.js';
+import { ControlPlane } from '../../harness/lab/controlplane.js';
+import { KubeProxy } from '../../harness/lab/kubeproxy.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { generate, twinIp, type GenService } from './diffgen.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
@@ -61,7 +61,7 @@ const show = (v: Verdict) => (v.ok ? `{${v.set.join(',')}}` : `fail(${v.codes.jo
 /** Runs the lab client in a namespace and a cgroup; returns its JSON answer. */
 function runClient(ns: string, cgroup: string, args: string[]): Promise<any> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', `echo $$ > '${cgroup}/cgroup.procs' && exec "$@"`, 'sh', 'ip', 'netns', 'exec', ns, process.execPath, join(repoRoot, 'dist/src/lab/client.js'), ...args], {
+    const child = spawn('sh', ['-c', `echo $$ > '${cgroup}/cgroup.procs' && exec "$@"`, 'sh', 'ip', 'netns', 'exec', ns, process.execPath, join(repoRoot, 'dist/harness/lab/client.js'), ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

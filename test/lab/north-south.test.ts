@@ -9,8 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, service, type EndpointOpts } from '../../src/lab/objects.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { endpointSlice, service, type EndpointOpts } from '../../harness/lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
 
@@ -336,7 +336,7 @@ describe('north-south traffic through tc in the lab', () => {
     // A server outside the cluster, and a CNI-style masquerade rule in node 1 whose only ports are NodePorts.
     const OUT_TCP = 7000;
     const OUT_UDP = 7001;
-    lab.spawnIn('', lab.externalNs(), [process.execPath, join(repoRoot, 'dist/src/lab/podserver.js'), '--name', 'outside', '--tcp', String(OUT_TCP), '--udp', String(OUT_UDP)], 'outside.log');
+    lab.spawnIn('', lab.externalNs(), [process.execPath, join(repoRoot, 'dist/harness/lab/podserver.js'), '--name', 'outside', '--tcp', String(OUT_TCP), '--udp', String(OUT_UDP)], 'outside.log');
     const pod = lab.podIp('client-n1');
     const rules = [
       ['-p', 'tcp', '-s', `${pod}/32`, '-d', `${EXT}/32`, '-j', 'MASQUERADE', '--to-ports', '30080', '--random-fully'],

@@ -10,10 +10,10 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Lab, defaultSpec } from '../../src/lab/lab.js';
-import { endpointSlice, service } from '../../src/lab/objects.js';
+import { Lab, defaultSpec } from '../../harness/lab/lab.js';
+import { endpointSlice, service } from '../../harness/lab/objects.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities, testPort } from './capabilities.js';
-import { buildNextLayout } from '../next-build.js';
+import { buildNextLayout } from '../../harness/lab/next-build.js';
 
 const N1 = '10.0.0.11';
 const VIP = '10.96.3.10';

@@ -4,9 +4,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderReport } from '../../bench/render.js';
-import { lineChart } from '../../bench/svg.js';
-import type { BlockResult, Dataplane, LoadStat, Results } from '../../bench/results.js';
+import { renderReport } from '../../harness/bench/render.js';
+import { lineChart } from '../../harness/bench/svg.js';
+import type { BlockResult, Dataplane, LoadStat, Results } from '../../harness/bench/results.js';
 import { assertWellFormedSvg } from './svgcheck.js';
 
 const stat = (p50: number, rate: number): LoadStat => ({ n: 1000, seconds: 1, rate, mean: p50, p50, p90: p50 * 1.5, p99: p50 * 3, p999: p50 * 5, min: p50 / 2, max: p50 * 10, errors: {}, blocks: [p50, p50] });
@@ -33,7 +33,7 @@ function results(scales: number[]): Results {
     blocks.push(block('nftables', s, blocks.length, { p50: 150, direct: 100, rate: 4000, ct: 10000, prog: 300, rss: 120 * MiB }));
   }
   return {
-    version: 1, command: 'node dist/bench/report.js --scales ' + scales.join(','), startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:30:00.000Z', quick: false,
+    version: 1, command: 'node dist/harness/bench/report.js --scales ' + scales.join(','), startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:30:00.000Z', quick: false,
     options: { scales, endpoints: 10, dataplanes: ['switchyard', 'iptables', 'nftables'], latencyCount: 2000, rateSeconds: 4, concurrency: 4, conntrackConnections: 10000, reps: 10, churnRate: 50, churnSeconds: 30 },
     machine: { host: 'h', kernel: '6.1', os: 'Debian', cpuModel: 'cpu', cpus: 2, memoryGiB: 24, node: 'v20', kubeProxyVersion: 'Kubernetes v1.34.4', nft: 'nftables v1', iptables: 'iptables v1', loadAverageStart: [0, 0, 0] },
     blocks, maglev: [{ backends: 10, tableSize: 1021, tableSizeAfter: 1021, flows: 1000, maglevMoved: 0.12, maglevMovedNeedlessly: 0.02, randomMoved: 0.9, randomMovedNeedlessly: 0.8, maglevMaxOverIdeal: 1.01, maglevMinOverIdeal: 0.99, randomMaxOverIdeal: 1.02, randomMinOverIdeal: 0.98 }],
@@ -85,7 +85,7 @@ test('tables: one per scenario with every dataplane and both ratios', () => {
   assert.ok(east.includes('| 100 | p50 µs (direct) | 102 (100) | 250 (100) | 150 (100) | 0.41× | 0.68× |'), east);
   assert.ok(east.includes('| 1,000 | new connections/s (direct) | 6,000 (9,000) | 3,000 (9,000) | 4,000 (9,000) | 2.00× | 1.50× |'), east);
   assert.match(md, /^Machine: `h`, 2 × cpu, 24 GiB, Linux 6\.1/m);
-  assert.ok(md.includes('    node dist/bench/report.js --scales 100,1000'));
+  assert.ok(md.includes('    node dist/harness/bench/report.js --scales 100,1000'));
 });
 
 test('charts: well-formed, one line per dataplane and the direct baseline, names escaped', () => {

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FILLER_SERVICES_MAX, fillerClusterIp } from '../../src/lab/controlplane.js';
+import { FILLER_SERVICES_MAX, fillerClusterIp } from '../../harness/lab/controlplane.js';
 
 test('every filler ClusterIP is distinct, in 10.96.16.0 – 10.96.255.254, and the range ends with a clear error', () => {
   const seen = new Set<string>();

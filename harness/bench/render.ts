@@ -1,0 +1,344 @@
+/**
+ * Turns the benchmark's results.json into report.md and its SVG charts: one
+ * table per scenario (switchyard, kube-proxy iptables, kube-proxy nftables,
+ * ratios), a goals table computed from the figures, the machine and the exact
+ * command at the top. Pure: returns file name → content.
+ */
+import { COLORS, lineChart, type Series } from './svg.js';
+import { DATAPLANES, findBlock, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
+
+const LABEL: Record<Dataplane, string> = { switchyard: 'switchyard', iptables: 'kube-proxy iptables', nftables: 'kube-proxy nftables' };
+
+const n0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
+const n1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
+const mib = (b: number) => (Number.isFinite(b) ? `${(b / 2 ** 20).toFixed(0)}` : '–');
+const pct = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${a >= b ? '+' : ''}${((a / b - 1) * 100).toFixed(1)} %` : '–');
+const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+const sum = (p?: PerNode) => (p ? p.n1 + p.n2 : NaN);
+const errCount = (e?: Record<string, number>) => (e ? Object.values(e).reduce((a, b) => a + b, 0) : 0);
+const dur = (s: number) => (s >= 90 ? `${Math.floor(s / 60)} min ${Math.round(s % 60)} s` : `${Math.round(s)} s`);
+
+function table(header: string[], rows: string[][], align?: string[]): string {
+  const a = align ?? header.map((_, i) => (i < 2 ? '---' : '---:'));
+  return [`| ${header.join(' | ')} |`, `| ${a.join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+interface Metric {
+  name: string;
+  /** figure of a block (NaN when missing) */
+  get: (b: BlockResult) => number;
+  fmt: (x: number) => string;
+  /** optional baseline shown in parentheses */
+  base?: (b: BlockResult) => number;
+}
+
+/** Rows per (scale, metric): one column per dataplane, then switchyard's ratio to each kube-proxy mode. */
+function scenarioTable(r: Results, metrics: Metric[]): string {
+  const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
+  const kps = dps.filter((d) => d !== 'switchyard');
+  const header = ['Services', 'metric', ...dps.map((d) => LABEL[d]), ...(dps.includes('switchyard') ? kps.map((k) => `switchyard / ${k}`) : [])];
+  const rows: string[][] = [];
+  for (const s of r.options.scales) {
+    for (const m of metrics) {
+      const cells = dps.map((d) => {
+        const b = findBlock(r, d, s);
+        if (!b) return '–';
+        const v = m.get(b);
+        const bs = m.base?.(b);
+        return `${m.fmt(v)}${bs !== undefined ? ` (${m.fmt(bs)})` : ''}`;
+      });
+      const sw = findBlock(r, 'switchyard', s);
+      const ratios = dps.includes('switchyard') ? kps.map((k) => {
+        const kb = findBlock(r, k, s);
+        return sw && kb ? ratio(m.get(sw), m.get(kb)) : '–';
+      }) : [];
+      rows.push([n0(s), m.name, ...cells, ...ratios]);
+    }
+  }
+  return table(header, rows);
+}
+
+function loadMetrics(pick: (b: BlockResult) => { latency: LoadPair; rate: LoadPair } | undefined): Metric[] {
+  const lat = (k: 'p50' | 'p99' | 'p999', which: 'service' | 'direct') => (b: BlockResult) => pick(b)?.latency[which][k] ?? NaN;
+  return [
+    { name: 'p50 µs (direct)', get: lat('p50', 'service'), base: lat('p50', 'direct'), fmt: n0 },
+    { name: 'p99 µs (direct)', get: lat('p99', 'service'), base: lat('p99', 'direct'), fmt: n0 },
+    { name: 'p99.9 µs (direct)', get: lat('p999', 'service'), base: lat('p999', 'direct'), fmt: n0 },
+    { name: 'new connections/s (direct)', get: (b) => pick(b)?.rate.service.rate ?? NaN, base: (b) => pick(b)?.rate.direct.rate ?? NaN, fmt: n0 },
+  ];
+}
+
+function overheadTable(r: Results, pick: (b: BlockResult) => { latency: LoadPair; rate: LoadPair; pawsRejects?: number } | undefined): string {
+  const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
+  const rows: string[][] = [];
+  for (const s of r.options.scales) {
+    for (const d of dps) {
+      const b = findBlock(r, d, s);
+      const p = b && pick(b);
+      if (!p) continue;
+      // Paired: median over blocks of (service block median / direct block median).
+      const pairs = p.latency.service.blocks.map((x, i) => x / p.latency.direct.blocks[i]).filter(Number.isFinite).sort((a, c) => a - c);
+      const paired = pairs.length ? pairs[Math.floor((pairs.length - 1) / 2)] : NaN;
+      rows.push([
+        n0(s), LABEL[d], pct(p.latency.service.p50, p.latency.direct.p50), Number.isFinite(paired) ? `${paired >= 1 ? '+' : ''}${((paired - 1) * 100).toFixed(1)} %` : '–',
+        pct(p.latency.service.p99, p.latency.direct.p99), pct(p.rate.service.rate, p.rate.direct.rate),
+        `${errCount(p.latency.service.errors) + errCount(p.rate.service.errors)} / ${errCount(p.latency.direct.errors) + errCount(p.rate.direct.errors)}`,
+      ]);
+    }
+  }
+  return table(['Services', 'dataplane', 'p50 vs direct', 'p50 vs direct, paired blocks', 'p99 vs direct', 'rate vs direct', 'errors service / direct'], rows);
+}
+
+function northSouthDetail(r: Results): string {
+  const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
+  const rows: string[][] = [];
+  for (const s of r.options.scales) {
+    for (const d of dps) {
+      const ns = findBlock(r, d, s)?.northSouth;
+      if (!ns) continue;
+      const sl = ns.rate.service.blocks;
+      const lo = ns.rate.local;
+      const ll = ns.latency.local;
+      rows.push([
+        n0(s), LABEL[d], sl.map((x) => n0(x)).join(' → '), sl.length ? `${n1((Math.min(...sl) / sl[0]) * 100)} %` : '–',
+        ratio(ns.rate.service.rate, ns.rate.direct.rate), ratio(ns.latency.service.p99, ns.latency.direct.p99),
+        lo ? ratio(lo.rate, ns.rate.direct.rate) : '–', ll ? ratio(ll.p99, ns.latency.direct.p99) : '–',
+        String(ns.pawsRejects ?? '–'),
+      ]);
+    }
+  }
+  return table(['Services', 'dataplane', 'NodePort rate per 1-s slice', 'lowest / first', 'rate vs direct', 'p99 vs direct', 'eTP Local: rate vs direct', 'eTP Local: p99 vs direct', 'PAWS rejections at the backends'], rows);
+}
+
+function chart(r: Results, title: string, yLabel: string, lines: { suffix: string; get: (b: BlockResult) => number; dashed?: boolean; only?: Dataplane[] }[], direct?: (b: BlockResult) => number, logY = true): string {
+  const dps = DATAPLANES.filter((d) => r.options.dataplanes.includes(d));
+  const series: Series[] = [];
+  for (const l of lines) {
+    for (const d of dps) {
+      if (l.only && !l.only.includes(d)) continue;
+      series.push({
+        name: `${LABEL[d]}${l.suffix}`, color: COLORS[d], dashed: l.dashed,
+        points: r.options.scales.map((s) => [s, (() => { const b = findBlock(r, d, s); return b ? l.get(b) : NaN; })()] as [number, number]),
+      });
+    }
+  }
+  if (direct) {
+    const d0 = dps[0];
+    series.push({ name: 'direct pod IP', color: COLORS.direct, dashed: true, points: r.options.scales.map((s) => [s, (() => { const b = findBlock(r, d0, s); return b ? direct(b) : NaN; })()] as [number, number]) });
+  }
+  return lineChart({ title, xLabel: 'Services (× endpoints each), log scale', yLabel, series, logY });
+}
+
+interface Goal {
+  goal: string;
+  figure: string;
+  target: string;
+  met: boolean | undefined;
+}
+
+function goals(r: Results): Goal[] {
+  const out: Goal[] = [];
+  const sw = (s: number) => findBlock(r, 'switchyard', s);
+  const ipt = (s: number) => findBlock(r, 'iptables', s);
+  // Why a goal has no figure: the scale was not run, or a block of it failed (say, no first sync in time).
+  const nm = (s: number, what: string): Goal => {
+    const failed = r.blocks.filter((b) => b.services === s && b.error);
+    const why = failed.length
+      ? failed.map((b) => `${LABEL[b.dataplane]} at ${n0(s)} Services: ${b.error!.split('\n')[0].split(': ')[0]}`).join('; ')
+      : `${n0(s)} Services not in this run`;
+    return { goal: what, figure: `not measured (${why})`, target: '', met: undefined };
+  };
+  {
+    const b = sw(10000);
+    const g = 'east-west latency at 10,000 Services within 3 % of direct pod IP (p50)';
+    if (!b?.eastWest) out.push({ ...nm(10000, g), target: '≤ +3 %' });
+    else {
+      const o = b.eastWest.latency.service.p50 / b.eastWest.latency.direct.p50 - 1;
+      out.push({ goal: g, figure: `${pct(b.eastWest.latency.service.p50, b.eastWest.latency.direct.p50)} (${n0(b.eastWest.latency.service.p50)} vs ${n0(b.eastWest.latency.direct.p50)} µs)`, target: '≤ +3 %', met: o <= 0.03 });
+    }
+  }
+  {
+    const g = 'east-west p99 at 30,000 Services at most half of kube-proxy iptables';
+    const a = sw(30000);
+    const k = ipt(30000);
+    if (!a?.eastWest || !k?.eastWest) out.push({ ...nm(30000, g), target: '≤ 0.50×' });
+    else {
+      const x = a.eastWest.latency.service.p99 / k.eastWest.latency.service.p99;
+      out.push({ goal: g, figure: `${x.toFixed(2)}× (${n0(a.eastWest.latency.service.p99)} vs ${n0(k.eastWest.latency.service.p99)} µs)`, target: '≤ 0.50×', met: x <= 0.5 });
+    }
+  }
+  {
+    const g = 'east-west new connections/s at 10,000 Services at least 1.5× kube-proxy iptables';
+    const a = sw(10000);
+    const k = ipt(10000);
+    if (!a?.eastWest || !k?.eastWest) out.push({ ...nm(10000, g), target: '≥ 1.50×' });
+    else {
+      const x = a.eastWest.rate.service.rate / k.eastWest.rate.service.rate;
+      out.push({ goal: g, figure: `${x.toFixed(2)}× (${n0(a.eastWest.rate.service.rate)} vs ${n0(k.eastWest.rate.service.rate)} /s)`, target: '≥ 1.50×', met: x >= 1.5 });
+    }
+  }
+  {
+    const g = 'zero conntrack entries for east-west connections to a ClusterIP (both nodes, every scale)';
+    const bs = r.blocks.filter((b) => b.dataplane === 'switchyard' && b.conntrack);
+    if (bs.length === 0) out.push({ goal: g, figure: 'not measured', target: '0', met: undefined });
+    else {
+      const per = (p: PerNode | undefined, b: BlockResult) => (p ? (sum(p) * 10000) / b.conntrack!.connections : NaN);
+      const worst = Math.max(...bs.map((b) => per(b.conntrack!.service, b)));
+      const direct = Math.max(...bs.map((b) => per(b.conntrack!.direct, b)));
+      const bare = bs.map((b) => per(b.conntrack!.serviceWithoutMasquerade, b)).filter(Number.isFinite);
+      out.push({
+        goal: g,
+        figure: `up to ${n0(worst)} per 10,000 (direct pod IP: up to ${n0(direct)}; with the tc path's masquerade chain removed: ${bare.length ? `up to ${n0(Math.max(...bare))}` : 'not measured'}; see section 3)`,
+        target: '0',
+        met: worst === 0,
+      });
+    }
+  }
+  {
+    // North-south (docs/north-south.md, what the tc path owns; docs/benchmarks.md, the rate collapse).
+    const b = sw(10000);
+    const ns = b?.northSouth;
+    const g1 = 'north-south NodePort at 10,000 Services: no decay (every 1-s slice within 10 % of the first)';
+    const g2 = 'north-south NodePort new connections/s at 10,000 Services ≥ 0.8× direct pod IP';
+    const g3 = 'north-south NodePort p99 at 10,000 Services ≤ 1.2× direct pod IP';
+    if (!ns) for (const [g, t] of [[g1, '≥ 0.90'], [g2, '≥ 0.80×'], [g3, '≤ 1.20×']]) out.push({ ...nm(10000, g), target: t });
+    else {
+      const sl = ns.rate.service.blocks;
+      const worst = sl.length ? Math.min(...sl) / sl[0] : NaN;
+      out.push({ goal: g1, figure: `lowest slice ${n1(worst * 100)} % of the first (${sl.map((x) => n0(x)).join(', ')} /s)`, target: '≥ 90 %', met: Number.isFinite(worst) ? worst >= 0.9 : undefined });
+      const x = ns.rate.service.rate / ns.rate.direct.rate;
+      out.push({ goal: g2, figure: `${x.toFixed(2)}× (${n0(ns.rate.service.rate)} vs ${n0(ns.rate.direct.rate)} /s)`, target: '≥ 0.80×', met: x >= 0.8 });
+      const y = ns.latency.service.p99 / ns.latency.direct.p99;
+      out.push({ goal: g3, figure: `${y.toFixed(2)}× (${n0(ns.latency.service.p99)} vs ${n0(ns.latency.direct.p99)} µs)`, target: '≤ 1.20×', met: y <= 1.2 });
+    }
+  }
+  {
+    const g = 'network programming p99 at 10,000 Services ≤ 100 ms';
+    const b = sw(10000);
+    if (!b?.programming) out.push({ ...nm(10000, g), target: '≤ 100 ms' });
+    else out.push({ goal: g, figure: `${n0(b.programming.p99)} ms (p50 ${n0(b.programming.p50)}, max ${n0(b.programming.max)}, ${b.programming.samples.length} changes)`, target: '≤ 100 ms', met: b.programming.p99 <= 100 });
+  }
+  for (const k of ['iptables', 'nftables'] as const) {
+    const g = `switchyard memory (agent RSS + BPF maps) ≤ kube-proxy ${k} RSS, per node, at the largest scale`;
+    const s = [...r.options.scales].reverse().find((x) => findBlock(r, 'switchyard', x)?.memory && findBlock(r, k, x)?.memory);
+    if (s === undefined) {
+      out.push({ goal: g, figure: 'not measured', target: '≤ 1.00×', met: undefined });
+      continue;
+    }
+    const a = findBlock(r, 'switchyard', s)!.memory!;
+    const b = findBlock(r, k, s)!.memory!;
+    const swm = Math.max(a.rss.n1 + (a.bpfMapBytes?.n1 ?? 0), a.rss.n2 + (a.bpfMapBytes?.n2 ?? 0));
+    const kpm = Math.max(b.rss.n1, b.rss.n2);
+    out.push({ goal: g, figure: `${ratio(swm, kpm)} at ${n0(s)} Services (${mib(swm)} vs ${mib(kpm)} MiB)`, target: '≤ 1.00×', met: swm <= kpm });
+  }
+  return out;
+}
+
+export function renderReport(r: Results): Record<string, string> {
+  const files: Record<string, string> = {};
+  const m = r.machine;
+  const ew = (b: BlockResult) => b.eastWest;
+  const ns = (b: BlockResult) => b.northSouth;
+  const L: string[] = [];
+  const totalS = r.finishedAt ? (Date.parse(r.finishedAt) - Date.parse(r.startedAt)) / 1000 : NaN;
+  L.push('# switchyard against kube-proxy (iptables, nftables): benchmark report', '');
+  L.push(`Command (root, repository root; \`switchyard-lab bench\` and \`bash scripts/bench.sh\` take the same options):`, '', '    ' + r.command, '');
+  L.push(`Machine: \`${m.host}\`, ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Linux ${m.kernel}, ${m.os}; Node ${m.node}; ${m.kubeProxyVersion}; ${m.nft}; ${m.iptables}.`);
+  L.push(`Load average at the start ${m.loadAverageStart.join(' / ')}${m.loadAverageEnd ? `, at the end ${m.loadAverageEnd.join(' / ')}` : ''}.`);
+  L.push(`Run: ${r.startedAt}${r.finishedAt ? ` → ${r.finishedAt} (${dur(totalS)})` : ' (unfinished: partial report)'}. Scales ${r.options.scales.map(n0).join(', ')} Services × ${r.options.endpoints} endpoints; latency ${r.options.latencyCount} connections per target, rate ${r.options.rateSeconds} s per target at ${r.options.concurrency} connections in flight, conntrack ${n0(r.options.conntrackConnections)} connections, ${r.options.reps} programming changes, churn ${r.options.churnRate}/s for ${r.options.churnSeconds} s; kube-proxy iptables mode on ${r.options.iptablesBackend === 'legacy' ? 'legacy iptables (x_tables: `iptables-legacy`, as the kube-proxy image picks on a legacy host)' : 'iptables-nft (the machine\'s `iptables`)'}.`);
+  if (r.quick) L.push('', '**Quick run** (`--quick`): small scales and short durations, for checking that the benchmark and the report work. Its figures are not for comparison.');
+  L.push('', 'Method, topology and how to read each figure: [docs/benchmarks.md](../../../docs/benchmarks.md). Raw figures: [results.json](results.json).', '');
+
+  L.push('## Goals', '', 'Computed from the figures below (same run, same machine).', '');
+  L.push(table(['goal', 'this run', 'target', 'result'], goals(r).map((g) => [g.goal, g.figure, g.target, g.met === undefined ? 'not measured' : g.met ? '**met**' : '**missed**']), ['---', '---', '---', '---']));
+  L.push('');
+
+  L.push('## 1. East-west: pod → ClusterIP', '');
+  L.push('netbench in pod `client-n1` (node n1) → `10.96.0.80:80`, ten backends (five on each node); baseline in parentheses: the same ten pods by IP, interleaved in blocks. One operation = connect + HTTP request + response + close (`Connection: close`). Latency: one operation at a time; rate: operations per second at the given concurrency.', '');
+  L.push(scenarioTable(r, loadMetrics(ew)), '');
+  L.push(overheadTable(r, ew), '');
+  L.push('![east-west latency](ew-latency.svg)', '', '![east-west rate](ew-rate.svg)', '');
+  files['ew-latency.svg'] = chart(r, 'East-west connect+request latency', 'µs (log)', [
+    { suffix: ' p50', get: (b) => b.eastWest?.latency.service.p50 ?? NaN },
+    { suffix: ' p99', get: (b) => b.eastWest?.latency.service.p99 ?? NaN, dashed: true },
+  ], (b) => b.eastWest?.latency.direct.p50 ?? NaN);
+  files['ew-rate.svg'] = chart(r, 'East-west new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.eastWest?.rate.service.rate ?? NaN }], (b) => b.eastWest?.rate.direct.rate ?? NaN, false);
+
+  L.push('## 2. North-south: external client → NodePort', '');
+  L.push('netbench in the external namespace → `10.0.0.11:30080` (node n1; five backends local, five on n2); baseline: the pod IPs routed through the nodes.', '');
+  L.push(scenarioTable(r, loadMetrics(ns)), '');
+  L.push(overheadTable(r, ns), '');
+  L.push('Over time and without the hop: the NodePort\'s rate in each 1-s slice (a decay shows here first), and the same backends through a NodePort with `externalTrafficPolicy: Local` from a third client address (no hop to node n2, no masquerade; five of the ten backends), both against the direct baseline of the same run.', '');
+  L.push(northSouthDetail(r), '');
+  L.push('![north-south latency](ns-latency.svg)', '', '![north-south rate](ns-rate.svg)', '');
+  files['ns-latency.svg'] = chart(r, 'North-south (NodePort) connect+request latency', 'µs (log)', [
+    { suffix: ' p50', get: (b) => b.northSouth?.latency.service.p50 ?? NaN },
+    { suffix: ' p99', get: (b) => b.northSouth?.latency.service.p99 ?? NaN, dashed: true },
+  ], (b) => b.northSouth?.latency.direct.p50 ?? NaN);
+  files['ns-rate.svg'] = chart(r, 'North-south (NodePort) new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.northSouth?.rate.service.rate ?? NaN }], (b) => b.northSouth?.rate.direct.rate ?? NaN, false);
+
+  L.push('## 3. Conntrack entries per 10,000 east-west connections', '');
+  L.push('`conntrack -C` in both node namespaces (flushed before), after the connections of scenario 1 one at a time to the ClusterIP; in parentheses the same number of connections to the pod IPs.', '');
+  const per10k = (b: BlockResult, k: 'service' | 'direct', n?: 'n1' | 'n2') => (b.conntrack ? ((n ? b.conntrack[k][n] : sum(b.conntrack[k])) * 10000) / b.conntrack.connections : NaN);
+  L.push(scenarioTable(r, [
+    { name: 'node n1 (direct)', get: (b) => per10k(b, 'service', 'n1'), base: (b) => per10k(b, 'direct', 'n1'), fmt: n0 },
+    { name: 'node n2 (direct)', get: (b) => per10k(b, 'service', 'n2'), base: (b) => per10k(b, 'direct', 'n2'), fmt: n0 },
+    { name: 'both nodes (direct)', get: (b) => per10k(b, 'service'), base: (b) => per10k(b, 'direct'), fmt: n0 },
+    {
+      name: 'both nodes, switchyard\'s masquerade chain removed (direct)',
+      get: (b) => (b.conntrack?.serviceWithoutMasquerade ? (sum(b.conntrack.serviceWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+      base: (b) => (b.conntrack?.directWithoutMasquerade ? (sum(b.conntrack.directWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+      fmt: n0,
+    },
+  ]), '');
+  L.push('A node\'s namespace tracks every flow it forwards or bridges (`bridge-nf-call-iptables` = 1, as bridge CNIs need) as soon as one nat chain exists in it: kube-proxy\'s, or the 12-rule masquerade chain switchyard\'s tc path installs for NodePort traffic to other nodes. The last row measures the same connections with that chain removed at the end of switchyard\'s block: what the socket-level translation itself costs in conntrack entries.', '');
+
+  L.push('## 4. Network programming', '');
+  L.push('Write → traffic: the probe Service\'s EndpointSlice is switched between two pods through the API server; a client in `client-n1` connects every 2 ms; latency = from the API server\'s answer to the write until no connection reaches the old pod any more. Cold sync: process start → every object applied (slowest node). Churn: EndpointSlice changes through the API server at the given rate; CPU-seconds (user + system, children included: iptables-restore, nft) of the dataplane process on both nodes from the first write until synced.', '');
+  L.push(scenarioTable(r, [
+    { name: 'write → traffic p50 ms', get: (b) => b.programming?.p50 ?? NaN, fmt: n0 },
+    { name: 'write → traffic p99 ms', get: (b) => b.programming?.p99 ?? NaN, fmt: n0 },
+    { name: 'write → traffic max ms', get: (b) => b.programming?.max ?? NaN, fmt: n0 },
+    { name: 'cold full sync ms', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN), fmt: n0 },
+    { name: 'churn CPU-s, both nodes', get: (b) => sum(b.churn?.cpuSeconds), fmt: (x) => (Number.isFinite(x) ? x.toFixed(2) : '–') },
+    { name: 'churn changes/s achieved', get: (b) => b.churn?.achievedRate ?? NaN, fmt: n1 },
+    { name: 'synced after last change, ms', get: (b) => b.churn?.settleMs ?? NaN, fmt: n0 },
+  ]), '');
+  L.push('![programming latency](programming.svg)', '', '![cold sync](sync.svg)', '');
+  files['programming.svg'] = chart(r, 'Network programming: API write → traffic', 'ms (log)', [
+    { suffix: ' p50', get: (b) => b.programming?.p50 ?? NaN },
+    { suffix: ' p99', get: (b) => b.programming?.p99 ?? NaN, dashed: true },
+  ]);
+  files['sync.svg'] = chart(r, 'Cold full sync (process start → applied)', 'ms (log)', [{ suffix: '', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN) }]);
+
+  L.push('## 5. Memory', '');
+  L.push('Per node (n1; n2 in results.json), after the churn. switchyard: agent RSS + kernel memory of its BPF maps (memlock of every map, one Maglev table per Service port included); kube-proxy: RSS (the kernel memory of its rules is not counted). Rules: nftables rules in the node namespace (iptables-nft rules are nftables rules), or legacy iptables rules (`-A` lines of `iptables-legacy-save`) for kube-proxy iptables on the legacy backend; entries: switchyard\'s BPF map entries, kube-proxy nftables\' set and map elements.', '');
+  L.push(scenarioTable(r, [
+    { name: 'RSS MiB (peak)', get: (b) => b.memory?.rss.n1 ?? NaN, base: (b) => b.memory?.peakRss.n1 ?? NaN, fmt: mib },
+    { name: 'BPF maps MiB', get: (b) => b.memory?.bpfMapBytes?.n1 ?? NaN, fmt: mib },
+    { name: 'total MiB', get: (b) => (b.memory ? b.memory.rss.n1 + (b.memory.bpfMapBytes?.n1 ?? 0) : NaN), fmt: mib },
+    { name: 'rules', get: (b) => b.memory?.rules.n1 ?? NaN, fmt: n0 },
+    { name: 'map entries / set elements', get: (b) => (b.memory ? (b.memory.mapEntries?.n1 ?? b.memory.setElements.n1) : NaN), fmt: n0 },
+  ]), '');
+  const big = [...r.blocks].reverse().find((b) => b.dataplane === 'switchyard' && b.memory?.bpfMapBytesByMap);
+  if (big) {
+    const top = Object.entries(big.memory!.bpfMapBytesByMap!).sort((a, b) => b[1] - a[1]).slice(0, 6);
+    L.push(`switchyard's BPF map memory at ${n0(big.services)} Services, largest first: ${top.map(([k, v]) => `${k} ${mib(v)} MiB`).join(', ')}. Hash and LRU maps are allocated whole at their capacity (\`--ct-entries\`, \`--max-backends\`, \`--max-services\`, affinity and reverse-NAT sizes), whatever the number of Services.`, '');
+  }
+  L.push('![memory](memory.svg)', '');
+  files['memory.svg'] = chart(r, 'Memory per node (RSS + BPF maps)', 'MiB (log)', [{ suffix: '', get: (b) => (b.memory ? (b.memory.rss.n1 + (b.memory.bpfMapBytes?.n1 ?? 0)) / 2 ** 20 : NaN) }]);
+
+  L.push('## 6. Maglev against random selection', '');
+  L.push('One of N backends leaves. Maglev (switchyard; table size as the agent picks it, src/maglev) over 200,000 flow hashes; random (kube-proxy iptables `statistic random`, nftables `numgen random`): a flow that is set up again (its conntrack entry gone, or arriving through another node) draws again. "Needlessly" = flows that were not on the backend that left. Balance: largest and smallest backend share over the ideal 1/N.', '');
+  L.push(table(['backends N', 'table size (after)', 'Maglev: flows moved', 'needlessly', 'random: flows moved', 'needlessly', 'Maglev balance max / min', 'random balance max / min'],
+    r.maglev.map((x) => [n0(x.backends), `${x.tableSize} (${x.tableSizeAfter})`, `${(x.maglevMoved * 100).toFixed(1)} %`, `${(x.maglevMovedNeedlessly * 100).toFixed(1)} %`, `${(x.randomMoved * 100).toFixed(1)} %`, `${(x.randomMovedNeedlessly * 100).toFixed(1)} %`,
+      `${x.maglevMaxOverIdeal.toFixed(3)} / ${x.maglevMinOverIdeal.toFixed(3)}`, `${x.randomMaxOverIdeal.toFixed(3)} / ${x.randomMinOverIdeal.toFixed(3)}`]),
+    ['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']), '');
+
+  L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale) and what each block took.', '');
+  L.push(table(['#', 'Services', 'dataplane', 'started', 'duration', 'notes'], r.blocks.map((b) => [String(b.order + 1), n0(b.services), LABEL[b.dataplane], b.startedAt.slice(11, 19), b.seconds ? dur(b.seconds) : '–', [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|')]), ['---:', '---:', '---', '---', '---:', '---']), '');
+  const creates = r.phases.filter((p) => p.name.startsWith('create ') || p.name === 'lab up');
+  if (creates.length) L.push(`Set-up: ${creates.map((p) => `${p.name} ${dur(p.seconds)}`).join(', ')}.`, '');
+  files['report.md'] = L.join('\n');
+  return files;
+}
