@@ -24,6 +24,8 @@ suite() {
   if [ "$rc" != 0 ]; then grep -n -B2 -A12 '^ *not ok' "dist/test-$name.tap" | head -80 || true; fi
   return "$rc"
 }
+# Lint first: ESLint over the product, the harness and the tests (eslint.config.js).
+npx eslint . && echo "test: lint passed"
 # Test files listed by the shell: node >= 22 reads its arguments as globs, not directories.
 suite unit dist/test/unit/*.test.js
 suite bpf --test-concurrency=1 dist/test/bpf/*.test.js

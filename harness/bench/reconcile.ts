@@ -31,12 +31,10 @@ import { Reconciler, type MaglevSizing, type SyncResult } from '../../src/datapl
 import { autoTableSize, buildMaglevTable } from '../../src/maglev/index.js';
 import type { Backend, Frontend } from '../../src/model/types.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
-import { native } from '../../src/bpf/native.js';
 
 const GOAL_FROM_EMPTY_MS = 2000;
 const GOAL_ONE_CHANGE_MS = 20;
 const MAGLEV_MAX = 16381;
-const NOOP_RUNS = 5;
 
 const { values: argv } = parseArgs({
   options: {

@@ -506,7 +506,7 @@ function startTrace(): { events: [number, string][]; stop: () => Promise<void> }
 
 let probeAt = 0; // index into PROBE_PODS of the probe's endpoint
 
-async function programmingScenario(api: Api, r: Running): Promise<NonNullable<BlockResult['programming']>> {
+async function programmingScenario(api: Api, _r: Running): Promise<NonNullable<BlockResult['programming']>> {
   const trace = startTrace();
   const samples: (number | null)[] = [];
   let failed = 0;

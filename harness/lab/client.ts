@@ -442,7 +442,6 @@ async function main(): Promise<unknown> {
       return { t0, events, sockets };
     }
     case 'udp-then-tcp': {
-      const udpPort = port;
       const tcpPort = Number(a3);
       const n = Number(a4);
       const sock = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');

@@ -358,19 +358,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 }
 
 
-/** The processes in a cgroup directory tree. */
-function cgroupTreePids(dir: string): number[] {
-  if (!existsSync(dir)) return [];
-  const out: number[] = [];
-  try {
-    out.push(...readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number));
-  } catch {
-    /* gone */
-  }
-  for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) out.push(...cgroupTreePids(join(dir, e.name)));
-  return out;
-}
-
 /**
  * Tears down a lab node's containers whatever state they are in: the kubelet
  * goes first (so nothing is restarted); then the processes in the node's

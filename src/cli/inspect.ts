@@ -8,6 +8,7 @@
  * same thing, since both use dataplane/inspect.ts. Drift needs the agent: the
  * desired state lives there.
  */
+/* eslint-disable @typescript-eslint/no-explicit-any -- the API's answers are typed by hand-written JSON Schema here, not yet by one shared contract */
 import http from 'node:http';
 import { stringify } from 'yaml';
 import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../dataplane/inspect.js';

@@ -59,7 +59,7 @@ export class ExternalProgrammer {
 
   private adopt(): void {
     this.adopted = true;
-    const scan = (map: BpfMap<any, any>, family: 4 | 6, into: Map<string, Entry>) => {
+    const scan = (map: BpfMap<unknown, unknown>, family: 4 | 6, into: Map<string, Entry>) => {
       for (const { key, value } of map.dumpRaw()) into.set(`${family}:${key.toString('hex')}`, { family, key: Buffer.from(key), value: Buffer.from(value) });
     };
     scan(this.tc.ext4, 4, this.flags);
@@ -157,7 +157,7 @@ export class ExternalProgrammer {
     return this.finish();
   }
 
-  private write(map: BpfMap<any, any>, e: Entry, what: string): boolean {
+  private write(map: BpfMap<unknown, unknown>, e: Entry, what: string): boolean {
     try {
       map.updateRaw(e.key, e.value);
       return true;

@@ -5,7 +5,7 @@
  * sy_svc_meta / sy_be_meta maps otherwise). Shared by the REST API and by
  * `switchyard maps --bpf-root`, so both print the same thing.
  */
-import type { FrontendType, Protocol } from '../model/types.js';
+import type { FrontendType } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { InspectMaps } from './maps.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';

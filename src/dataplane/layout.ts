@@ -215,15 +215,15 @@ export const ct6ValCodec = defineStruct<CtVal>('sy_ct6_val', 40, [
 ]);
 
 /** Structs of the shared maps (bpf/sy_maps.h): in every object's BTF. */
-export const SHARED_STRUCTS: readonly StructCodec<any>[] = [
+export const SHARED_STRUCTS: readonly StructCodec<unknown>[] = [
   svc4KeyCodec, svc6KeyCodec, svcValCodec, backendCodec, sockRevnat4KeyCodec, sockRevnat4ValCodec,
   sockRevnat6KeyCodec, sockRevnat6ValCodec, affinityKeyCodec, affinityValCodec, svcStatsCodec, beStatsCodec,
 ];
 /** Structs of the tc-only maps (bpf/tc_maps.h): in tc_lb.o alone. */
-export const TC_STRUCTS: readonly StructCodec<any>[] = [
+export const TC_STRUCTS: readonly StructCodec<unknown>[] = [
   extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec,
 ];
-export const ALL_STRUCTS: readonly StructCodec<any>[] = [...SHARED_STRUCTS, ...TC_STRUCTS];
+export const ALL_STRUCTS: readonly StructCodec<unknown>[] = [...SHARED_STRUCTS, ...TC_STRUCTS];
 
 export interface StaleKey {
   svcId: number;
@@ -247,7 +247,7 @@ export const staleKeyCodec = defineStruct<StaleKey>('sy_stale_key', 24, [
 const rawReapedCodec = defineStruct<Omit<Reaped, 'addr'> & { addr: Buffer | string }>('sy_reaped', 32, [
   ['cookie', 0, 'u64'], ['addr', 8, 'addr16'], ['port', 24, 'be16'], ['family', 26, 'u8'], ['err', 28, 'u32'],
 ]);
-export const SOCK_DESTROY_STRUCTS: readonly StructCodec<any>[] = [staleKeyCodec, rawReapedCodec];
+export const SOCK_DESTROY_STRUCTS: readonly StructCodec<unknown>[] = [staleKeyCodec, rawReapedCodec];
 export function decodeReaped(buf: Buffer): Reaped[] {
   const out: Reaped[] = [];
   for (let off = 0; off + 32 <= buf.length; off += 32) {
@@ -269,7 +269,7 @@ function cName(ts: string): string {
  * (named pad*) in C need no mirror; every other member must be mirrored at
  * the same offset with the same size.
  */
-export function checkLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<any>[] = ALL_STRUCTS): string[] {
+export function checkLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<unknown>[] = ALL_STRUCTS): string[] {
   const problems: string[] = [];
   for (const s of structs) {
     const b = btf[s.cStruct];
@@ -303,9 +303,9 @@ export function checkLayouts(btf: Record<string, BtfStruct>, structs: readonly S
  * load refuses the object then. checkLayouts() stays the strict check that
  * the defaults equal the default build.
  */
-export function bindLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<any>[]): string[] {
+export function bindLayouts(btf: Record<string, BtfStruct>, structs: readonly StructCodec<unknown>[]): string[] {
   const problems: string[] = [];
-  const binds: [StructCodec<any>, number, Map<string, number>][] = [];
+  const binds: [StructCodec<unknown>, number, Map<string, number>][] = [];
   for (const s of structs) {
     const b = btf[s.cStruct];
     if (!b) {

@@ -105,7 +105,7 @@ export function openPinnedMaps(bpfRoot: string): PinnedMaps {
   if (missing.length) {
     throw new Error(`${bpfRoot}: no switchyard maps pinned here (missing ${missing.join(', ')}); is this the agent's --bpf-root?`);
   }
-  const opened: BpfMap<any, any>[] = [];
+  const opened: BpfMap<unknown, unknown>[] = [];
   const open = <K, V>(name: string, k: Codec<K>, v: Codec<V>): BpfMap<K, V> => {
     const m = new BpfMap(native().objGet(join(bpfRoot, name)), k, v, name);
     opened.push(m);

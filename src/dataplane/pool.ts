@@ -12,7 +12,7 @@
  * entry names any more, so its slots may be reused.
  */
 import { native } from '../bpf/native.js';
-import { BpfMap, u32Codec } from '../bpf/map.js';
+import type { BpfMap } from '../bpf/map.js';
 import { BPF_F_INNER_MAP, BPF_F_MMAPABLE, MapType } from '../bpf/constants.js';
 
 /** Backend ids per pool element (SY_MG_CHUNK in bpf/sy_common.h). */

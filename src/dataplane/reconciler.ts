@@ -282,7 +282,8 @@ export class Reconciler {
     backends: { get(id: number): BackendMeta | undefined; entries(): Iterable<[number, BackendMeta]> };
   } {
     const meta = (f: FrontendState): FrontendMeta => ({ svcId: f.svcId, servicePort: f.servicePort, type: f.type });
-    const self = this;
+    const frontends = this.frontends;
+    const backends = this.beById;
     return {
       frontends: {
         get: (id) => {
@@ -290,7 +291,7 @@ export class Reconciler {
           return f ? meta(f) : undefined;
         },
         *values() {
-          for (const f of self.frontends.values()) yield meta(f);
+          for (const f of frontends.values()) yield meta(f);
         },
         // A frontend of a Service port ("ns/name:port/proto", a backend's servicePort): through the per-Service index.
         ofServicePort: (key) => {
@@ -309,7 +310,7 @@ export class Reconciler {
         },
         // The reconciler's own per-backend state (it has servicePort and nodeName): nothing is copied.
         *entries() {
-          for (const b of self.beById.values()) if (b.servicePort !== undefined && b.bytes) yield [b.id, b as BackendMeta] as [number, BackendMeta];
+          for (const b of backends.values()) if (b.servicePort !== undefined && b.bytes) yield [b.id, b as BackendMeta] as [number, BackendMeta];
         },
       },
     };
@@ -353,7 +354,7 @@ export class Reconciler {
     }
     this.dp.pool.open();
     this.slots = new SlotRegions(this.dp.pool.capacity);
-    const scan = (map: BpfMap<any, SvcVal>, family: 4 | 6) => {
+    const scan = (map: BpfMap<unknown, SvcVal>, family: 4 | 6) => {
       for (const { key, value } of map.dumpRaw()) {
         const k = (family === 4 ? svc4KeyCodec : svc6KeyCodec).decode(key);
         const v = svcValCodec.decode(value);
@@ -932,7 +933,7 @@ export class Reconciler {
    * a u32 (ids, fds), written straight into the batch buffer.
    */
   private writeBatch<T>(
-    map: BpfMap<any, any>,
+    map: BpfMap<unknown, unknown>,
     entries: readonly (readonly [Buffer | number, Buffer | number, T])[],
     onError: (tag: T, e: Error) => void,
     valueSize = map.value.size,

@@ -149,9 +149,11 @@ export function parseObjects(text: string, file: string): ParsedFile {
   if (out.errors.length > 0) return out;
   // Building the objects can fail too (more than 100 aliases: the parser's guard against
   // "billion laughs"); then, as for a syntax error, nothing of the file is used.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- YAML documents as written; the model validates every field it reads
   const objs: (Record<string, any> | null)[] = [];
   for (const doc of list) {
     try {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
       objs.push(doc.toJS() as Record<string, any> | null);
     } catch (e) {
       const start = doc.range?.[0] ?? 0;

@@ -34,6 +34,7 @@
  * than the client library's typed models, and a request can be aborted at
  * any stage, a hanging connect included.
  */
+/* eslint-disable @typescript-eslint/no-explicit-any -- objects as the API server sent them (JSON); the model validates every field it reads */
 import http from 'node:http';
 import https from 'node:https';
 import { createInterface } from 'node:readline';

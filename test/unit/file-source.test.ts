@@ -279,7 +279,7 @@ test('a file with more than 100 YAML aliases is a parse error like any other: re
     src = new FileSource(dir, (e) => errors.push(e));
     await src.start((s) => seen.push(s));
     assert.equal(seen.length, 1);
-    const aliases = Array.from({ length: 120 }, (_, i) => `  - *p`).join('\n');
+    const aliases = Array.from({ length: 120 }, () => '  - *p').join('\n');
     writeFileSync(file, `${good}---\nkind: Service\nmetadata: {name: b, labels: &p {x: y}}\nspec:\n  list:\n${aliases}\n`);
     await until(() => errors.length > 0);
     const e = errors[0] as FileParseError;

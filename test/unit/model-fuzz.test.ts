@@ -197,12 +197,6 @@ function setAt(obj: Json, path: Path, value: Json | typeof DELETE): Json | undef
   return root;
 }
 
-function jtype(v: Json): JType | 'null' {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'list';
-  return typeof v === 'object' ? 'map' : (typeof v as JType);
-}
-
 const smallJson = (): fc.Arbitrary<Json> => fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>;
 const ofType: Record<JType, fc.Arbitrary<Json>> = {
   string: fc.string({ maxLength: 12 }),
