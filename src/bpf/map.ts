@@ -41,6 +41,156 @@ export function valueBytes(type: number, valueSize: number): number {
   return isPerCpuMap(type) ? Math.ceil(valueSize / 8) * 8 * native().numPossibleCpus() : valueSize;
 }
 
+/** An error shaped as the addon's (errno, code, syscall), for stores that are not the kernel. */
+function storeError(code: string, errno: number, syscall: string, msg: string): Error {
+  return Object.assign(new Error(`${syscall}: ${msg} (${code})`), { errno, code, syscall });
+}
+
+/**
+ * Where a map's bytes live. The kernel (a map fd, every call a bpf(2)
+ * syscall) in production; memory in unit tests of what writes and reads maps
+ * (the reconciler, drift, inspection), which then run without root.
+ */
+export interface MapStore {
+  readonly info: MapInfo;
+  /** Value slots per entry: possible CPUs for per-CPU maps, else 1. */
+  readonly cpus: number;
+  /** The kernel's fd, or -1. */
+  readonly fd: number;
+  lookup(key: Buffer, valueBytes: number): Buffer | null;
+  update(key: Buffer, value: Buffer, flags: number): void;
+  delete(key: Buffer): boolean;
+  dump(keySize: number, valueBytes: number): { keys: Buffer; values: Buffer; count: number };
+  dumpBatch(keySize: number, valueBytes: number, cursor: Buffer | null, max: number): { keys: Buffer; values: Buffer; count: number; cursor: Buffer | null };
+  updateBatch(keys: Buffer, values: Buffer, count: number, flags: number): void;
+  close(): void;
+}
+
+class KernelStore implements MapStore {
+  readonly info: MapInfo;
+  readonly cpus: number;
+  constructor(readonly fd: number) {
+    this.info = native().mapInfo(fd);
+    this.cpus = PERCPU_TYPES.has(this.info.type) ? native().numPossibleCpus() : 1;
+  }
+  lookup(key: Buffer, valueBytes: number) {
+    return native().mapLookup(this.fd, key, valueBytes);
+  }
+  update(key: Buffer, value: Buffer, flags: number) {
+    native().mapUpdate(this.fd, key, value, flags);
+  }
+  delete(key: Buffer) {
+    return native().mapDelete(this.fd, key);
+  }
+  dump(keySize: number, valueBytes: number) {
+    return native().mapDump(this.fd, keySize, valueBytes);
+  }
+  dumpBatch(keySize: number, valueBytes: number, cursor: Buffer | null, max: number) {
+    return native().mapDumpBatch(this.fd, keySize, valueBytes, cursor, max);
+  }
+  updateBatch(keys: Buffer, values: Buffer, count: number, flags: number) {
+    native().mapUpdateBatch(this.fd, keys, values, count, flags);
+  }
+  close() {
+    native().close(this.fd);
+  }
+}
+
+const BPF_NOEXIST_FLAG = 1;
+const BPF_EXIST_FLAG = 2;
+const ARRAY_TYPES = new Set<number>([MapType.ARRAY, MapType.PERCPU_ARRAY]);
+
+/**
+ * A map in memory with the kernel's semantics where callers depend on them:
+ * a full hash map refuses a new key (E2BIG), BPF_NOEXIST / BPF_EXIST, arrays
+ * hold every index (zeroed) and refuse deletes, iteration in insertion order.
+ */
+export class MemoryStore implements MapStore {
+  readonly info: MapInfo;
+  readonly cpus: number;
+  readonly fd = -1;
+  private readonly entries = new Map<string, Buffer>();
+  private static nextId = 1;
+
+  constructor(o: { type: number; keySize: number; valueSize: number; maxEntries: number; name?: string; cpus?: number }) {
+    this.info = {
+      id: MemoryStore.nextId++, type: o.type, keySize: o.keySize, valueSize: o.valueSize, maxEntries: o.maxEntries, flags: 0, name: o.name ?? 'memory',
+      btfId: 0, btfKeyTypeId: 0, btfValueTypeId: 0,
+    };
+    this.cpus = PERCPU_TYPES.has(o.type) ? (o.cpus ?? 2) : 1;
+  }
+
+  private isArray(): boolean {
+    return ARRAY_TYPES.has(this.info.type);
+  }
+
+  private index(key: Buffer): number | undefined {
+    const i = key.readUInt32LE(0);
+    return i < this.info.maxEntries ? i : undefined;
+  }
+
+  lookup(key: Buffer, valueBytes: number): Buffer | null {
+    if (this.isArray() && this.index(key) === undefined) return null;
+    const v = this.entries.get(key.toString('hex'));
+    if (v) return Buffer.from(v);
+    return this.isArray() ? Buffer.alloc(valueBytes) : null;
+  }
+
+  update(key: Buffer, value: Buffer, flags: number): void {
+    const k = key.toString('hex');
+    if (this.isArray()) {
+      if (this.index(key) === undefined) throw storeError('E2BIG', 7, 'bpf_map_update_elem', `index past ${this.info.maxEntries}`);
+      if (flags === BPF_NOEXIST_FLAG) throw storeError('EEXIST', 17, 'bpf_map_update_elem', 'array elements always exist');
+    } else {
+      const has = this.entries.has(k);
+      if (flags === BPF_NOEXIST_FLAG && has) throw storeError('EEXIST', 17, 'bpf_map_update_elem', 'key exists');
+      if (flags === BPF_EXIST_FLAG && !has) throw storeError('ENOENT', 2, 'bpf_map_update_elem', 'no such key');
+      if (!has && this.entries.size >= this.info.maxEntries) throw storeError('E2BIG', 7, 'bpf_map_update_elem', `map full (${this.info.maxEntries})`);
+    }
+    this.entries.set(k, Buffer.from(value));
+  }
+
+  delete(key: Buffer): boolean {
+    if (this.isArray()) throw storeError('EINVAL', 22, 'bpf_map_delete_elem', 'arrays have no deletes');
+    return this.entries.delete(key.toString('hex'));
+  }
+
+  dump(keySize: number, valueBytes: number) {
+    const n = this.entries.size;
+    const keys = Buffer.alloc(n * keySize);
+    const values = Buffer.alloc(n * valueBytes);
+    let i = 0;
+    for (const [k, v] of this.entries) {
+      Buffer.from(k, 'hex').copy(keys, i * keySize);
+      v.copy(values, i * valueBytes, 0, valueBytes);
+      i++;
+    }
+    return { keys, values, count: n };
+  }
+
+  dumpBatch(keySize: number, valueBytes: number, cursor: Buffer | null, max: number) {
+    const all = this.dump(keySize, valueBytes);
+    const from = cursor ? cursor.readUInt32LE(0) : 0;
+    const count = Math.max(0, Math.min(max, all.count - from));
+    const next = from + count < all.count ? Buffer.alloc(4) : null;
+    next?.writeUInt32LE(from + count, 0);
+    return {
+      keys: all.keys.subarray(from * keySize, (from + count) * keySize),
+      values: all.values.subarray(from * valueBytes, (from + count) * valueBytes),
+      count,
+      cursor: next,
+    };
+  }
+
+  updateBatch(keys: Buffer, values: Buffer, count: number, flags: number): void {
+    const ks = keys.length / Math.max(1, count);
+    const vs = values.length / Math.max(1, count);
+    for (let i = 0; i < count; i++) this.update(keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), flags);
+  }
+
+  close(): void {}
+}
+
 /**
  * A BPF map opened by fd, with typed keys and values. The sizes are checked
  * against the kernel's view of the map when it is wrapped, so a codec that
@@ -51,20 +201,23 @@ export class BpfMap<K, V> {
   private readonly valueSlot: number;
   readonly perCpu: boolean;
   readonly cpus: number;
+  readonly store: MapStore;
 
+  /** A kernel map by fd, or any MapStore (MemoryStore in unit tests). */
   constructor(
-    readonly fd: number,
+    fdOrStore: number | MapStore,
     readonly key: Codec<K>,
     readonly value: Codec<V>,
     readonly name = '',
   ) {
-    this.info = native().mapInfo(fd);
+    this.store = typeof fdOrStore === 'number' ? new KernelStore(fdOrStore) : fdOrStore;
+    this.info = this.store.info;
     this.name = name || this.info.name;
     if (this.info.keySize !== key.size) {
       throw new Error(`map ${this.name}: key size ${this.info.keySize} in the kernel, ${key.size} in the codec`);
     }
     this.perCpu = PERCPU_TYPES.has(this.info.type);
-    this.cpus = this.perCpu ? native().numPossibleCpus() : 1;
+    this.cpus = this.store.cpus;
     if (this.info.valueSize !== value.size) {
       throw new Error(`map ${this.name}: value size ${this.info.valueSize} in the kernel, ${value.size} in the codec`);
     }
@@ -72,19 +225,29 @@ export class BpfMap<K, V> {
     this.valueSlot = this.perCpu ? Math.ceil(value.size / 8) * 8 : value.size;
   }
 
+  /** The kernel's fd, or -1 for a map in memory. */
+  get fd(): number {
+    return this.store.fd;
+  }
+
   get maxEntries(): number {
     return this.info.maxEntries;
   }
 
+  /** A map in memory with this map's codecs (unit tests). */
+  static inMemory<K, V>(key: Codec<K>, value: Codec<V>, o: { type: number; maxEntries: number; name?: string; cpus?: number }): BpfMap<K, V> {
+    return new BpfMap(new MemoryStore({ ...o, keySize: key.size, valueSize: value.size }), key, value, o.name);
+  }
+
   lookup(k: K): V | undefined {
     if (this.perCpu) throw new Error(`map ${this.name}: per-CPU map, use lookupPerCpu`);
-    const v = native().mapLookup(this.fd, this.key.encode(k), this.value.size);
+    const v = this.store.lookup(this.key.encode(k), this.value.size);
     return v ? this.value.decode(v) : undefined;
   }
 
   /** Per-CPU maps: one value per possible CPU. */
   lookupPerCpu(k: K): V[] | undefined {
-    const raw = native().mapLookup(this.fd, this.key.encode(k), this.valueSlot * this.cpus);
+    const raw = this.store.lookup(this.key.encode(k), this.valueSlot * this.cpus);
     if (!raw) return undefined;
     const out: V[] = [];
     for (let c = 0; c < this.cpus; c++) out.push(this.value.decode(raw.subarray(c * this.valueSlot, c * this.valueSlot + this.value.size)));
@@ -92,30 +255,30 @@ export class BpfMap<K, V> {
   }
 
   lookupRaw(key: Buffer): Buffer | undefined {
-    return native().mapLookup(this.fd, key, this.valueSlot * this.cpus) ?? undefined;
+    return this.store.lookup(key, this.valueSlot * this.cpus) ?? undefined;
   }
 
   update(k: K, v: V, flags = BPF_ANY): void {
-    native().mapUpdate(this.fd, this.key.encode(k), this.value.encode(v), flags);
+    this.store.update(this.key.encode(k), this.value.encode(v), flags);
   }
 
   updateRaw(key: Buffer, value: Buffer, flags = BPF_ANY): void {
-    native().mapUpdate(this.fd, key, value, flags);
+    this.store.update(key, value, flags);
   }
 
   /** Returns false when the key was absent. */
   delete(k: K): boolean {
-    return native().mapDelete(this.fd, this.key.encode(k));
+    return this.store.delete(this.key.encode(k));
   }
 
   deleteRaw(key: Buffer): boolean {
-    return native().mapDelete(this.fd, key);
+    return this.store.delete(key);
   }
 
   /** All entries, raw; per-CPU maps return every CPU's slot concatenated. */
   dumpRaw(): { key: Buffer; value: Buffer }[] {
     const vs = this.valueSlot * this.cpus;
-    const d = native().mapDump(this.fd, this.key.size, vs);
+    const d = this.store.dump(this.key.size, vs);
     const out: { key: Buffer; value: Buffer }[] = new Array(d.count);
     for (let i = 0; i < d.count; i++) {
       out[i] = {
@@ -139,7 +302,7 @@ export class BpfMap<K, V> {
     for (;;) {
       let d: ReturnType<ReturnType<typeof native>['mapDumpBatch']>;
       try {
-        d = native().mapDumpBatch(this.fd, ks, vs, cursor, max);
+        d = this.store.dumpBatch(ks, vs, cursor, max);
       } catch (e) {
         if (first && /EOPNOTSUPP|ENOTSUP|EINVAL|524/.test(String((e as Error).message))) {
           yield this.dumpRaw();
@@ -181,7 +344,7 @@ export class BpfMap<K, V> {
   updateManyRaw(keys: Buffer, vals: Buffer, count: number, flags = BPF_ANY): void {
     if (count === 0) return;
     try {
-      native().mapUpdateBatch(this.fd, keys, vals, count, flags);
+      this.store.updateBatch(keys, vals, count, flags);
       return;
     } catch (e) {
       if (!isBpfError(e) || (e.code !== 'EINVAL' && e.code !== 'ENOTSUPP' && e.code !== 'EOPNOTSUPP' && e.code !== 'ENOTSUP')) throw e;
@@ -189,11 +352,11 @@ export class BpfMap<K, V> {
     const ks = this.key.size;
     const vs = this.value.size;
     for (let i = 0; i < count; i++) {
-      native().mapUpdate(this.fd, keys.subarray(i * ks, (i + 1) * ks), vals.subarray(i * vs, (i + 1) * vs), flags);
+      this.store.update(keys.subarray(i * ks, (i + 1) * ks), vals.subarray(i * vs, (i + 1) * vs), flags);
     }
   }
 
   close(): void {
-    native().close(this.fd);
+    this.store.close();
   }
 }

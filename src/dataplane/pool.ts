@@ -44,7 +44,77 @@ export function openInstalledPool(outerFd: number): { fd: number; slots: number;
   return { fd, id, slots: native().mapInfo(fd).maxEntries * MG_CHUNK };
 }
 
-export class MaglevPool {
+/** What the reconciler needs of the table pool: MaglevPool (the kernel's), MemoryPool (unit tests). */
+export interface TablePool {
+  open(initialSlots?: number): void;
+  readonly capacity: number;
+  readonly id: number;
+  write(off: number, ids: Uint32Array): void;
+  read(off: number, m: number): Uint32Array;
+  installedId(): number | undefined;
+  barrier(): void;
+  grow(minSlots: number, carry: number): void;
+  readonly grows: number;
+  readonly barriers: number;
+  close(): void;
+}
+
+/**
+ * The pool in memory, with the kernel pool's contract: slots past the
+ * capacity refuse a write, growing keeps every slot's content and changes
+ * the id (the installed map is another one), a barrier is counted.
+ */
+export class MemoryPool implements TablePool {
+  private slots = new Uint32Array(0);
+  private poolId = 0;
+  private static nextId = 1;
+  barriers = 0;
+  grows = 0;
+
+  open(initialSlots = MG_POOL_INITIAL_SLOTS): void {
+    if (this.poolId !== 0) return;
+    this.slots = new Uint32Array(Math.max(1, Math.ceil(initialSlots / MG_CHUNK)) * MG_CHUNK);
+    this.poolId = MemoryPool.nextId++;
+  }
+
+  get capacity(): number {
+    return this.slots.length;
+  }
+
+  get id(): number {
+    return this.poolId;
+  }
+
+  write(off: number, ids: Uint32Array): void {
+    if (off + ids.length > this.slots.length) throw new RangeError(`table ${off}+${ids.length} past the pool's ${this.slots.length} slots`);
+    this.slots.set(ids, off);
+  }
+
+  read(off: number, m: number): Uint32Array {
+    return this.slots.slice(off, off + m);
+  }
+
+  installedId(): number | undefined {
+    return this.poolId || undefined;
+  }
+
+  barrier(): void {
+    this.barriers++;
+  }
+
+  grow(minSlots: number, carry: number): void {
+    const next = new Uint32Array(Math.max(1, Math.ceil(minSlots / MG_CHUNK)) * MG_CHUNK);
+    next.set(this.slots.subarray(0, carry));
+    this.slots = next;
+    this.poolId = MemoryPool.nextId++;
+    this.barriers++;
+    this.grows++;
+  }
+
+  close(): void {}
+}
+
+export class MaglevPool implements TablePool {
   private poolFd = -1;
   private slots = 0;
   private poolId = 0;

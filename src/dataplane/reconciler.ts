@@ -25,9 +25,10 @@ import { buildMaglevTable, autoTableSize, isValidTableSize, DEFAULT_MAGLEV_SIZE,
 import type { Backend, Frontend, FrontendType, ServicePortName } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { BpfMap } from '../bpf/map.js';
-import { isBpfError, native } from '../bpf/native.js';
+import { isBpfError } from '../bpf/native.js';
 import { BPF_ANY } from '../bpf/constants.js';
-import type { SocketLbDatapath } from './datapath.js';
+import type { TablePool } from './pool.js';
+import type { AffinityKey, AffinityVal, BeStats, SvcStats, Svc4Key, Svc6Key } from './layout.js';
 import { SlotRegions } from './regions.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
 import {
@@ -41,6 +42,22 @@ export interface MaglevSizing {
   size: number;
   /** Size each table from its backend count (≥ 100 slots per backend), capped at size. */
   auto: boolean;
+}
+
+/**
+ * The maps the reconciler writes and reads: SocketLbDatapath's (the kernel's),
+ * or maps in memory (BpfMap.inMemory, MemoryPool) in unit tests.
+ */
+export interface ReconcilerMaps {
+  readonly svc4: BpfMap<Svc4Key, SvcVal>;
+  readonly svc6: BpfMap<Svc6Key, SvcVal>;
+  readonly backends: BpfMap<number, BackendVal>;
+  readonly affinity: BpfMap<AffinityKey, AffinityVal>;
+  readonly svcStats: BpfMap<number, SvcStats>;
+  readonly beStats: BpfMap<number, BeStats>;
+  readonly poolOuter: BpfMap<number, number>;
+  readonly pool: TablePool;
+  readonly opts: { readonly maxServices: number; readonly maxBackends: number };
 }
 
 export interface SyncResult {
@@ -246,7 +263,7 @@ export class Reconciler {
   private adopted = false;
 
   constructor(
-    private readonly dp: SocketLbDatapath,
+    private readonly dp: ReconcilerMaps,
     private readonly sizing: MaglevSizing = { size: DEFAULT_MAGLEV_SIZE, auto: true },
   ) {
     if (!isValidTableSize(sizing.size)) throw new RangeError(`Maglev table size ${sizing.size} is not one of the supported primes`);
@@ -603,7 +620,7 @@ export class Reconciler {
       [...beWrites].map(([id, w]) => [id, w.val, id] as const),
       (id, err) => {
         failedBackends.add(id);
-        errors.push({ reason: `backend ${id}: ${fullMapReason(err, 'sy_backend', this.dp.opts.maxBackends, '--max-backends')}` });
+        errors.push({ reason: `backend ${id}: ${fullMapReason(err, 'sy_backend', this.dp.backends.maxEntries, '--max-backends')}` });
       },
     );
     const freshBackends: number[] = [];
@@ -714,7 +731,7 @@ export class Reconciler {
         todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const),
         (p, err) => {
           p.failed = true;
-          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${fullMapReason(err, family === 4 ? 'sy_svc4' : 'sy_svc6', this.dp.opts.maxServices, '--max-services')}` });
+          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${fullMapReason(err, family === 4 ? 'sy_svc4' : 'sy_svc6', (family === 4 ? this.dp.svc4 : this.dp.svc6).maxEntries, '--max-services')}` });
         },
       );
       for (const p of todo) if (!p.failed) written.services++;
@@ -951,7 +968,7 @@ export class Reconciler {
       else v.copy(vals, i * valueSize);
     }
     try {
-      native().mapUpdateBatch(map.fd, keys, vals, n, BPF_ANY);
+      map.store.updateBatch(keys, vals, n, BPF_ANY);
       return;
     } catch {
       /* fall through: one by one, to know which entry failed */
