@@ -21,6 +21,7 @@ export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-tri
 import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
 import type { ReapResult } from '../dataplane/reaper.js';
 import { migrations, type MapMigration } from '../dataplane/migrate.js';
+import { Syncer } from '../dataplane/syncer.js';
 
 export interface AgentDeps {
   nodeName: string;
@@ -177,7 +178,10 @@ export class Agent {
     this.now = d.now ?? Date.now;
     this.startedAt = this.now();
     this.resyncState = { intervalSec: (d.resyncIntervalMs ?? 0) / 1000, runs: 0, lastRepaired: 0 };
+    this.syncer = new Syncer({ reconciler: d.reconciler, datapath: d.datapath, external: d.northSouth, reaper: d.reaper });
   }
+
+  private readonly syncer: Syncer;
 
   async start(): Promise<void> {
     await this.d.source.start((s) => this.onSnapshot(s));
@@ -272,7 +276,7 @@ export class Agent {
       const res = this.d.reconciler.resync();
       this.lastApplyOk = res.errors.length === 0;
       this.recordWrites(res);
-      this.reap(res.gone);
+      this.recordReap(res.gone, this.syncer.reap(res.gone));
       this.scheduleNames();
       logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
       this.driftPendingSince = undefined;
@@ -295,12 +299,15 @@ export class Agent {
    * the application sees an error and reconnects through its Service. Runs
    * right after the apply that removed the backends; never throws.
    */
-  private reap(gone: SyncResult['gone']): void {
-    const reaper = this.d.reaper;
-    if (!reaper || !gone.some((g) => g.proto === 17)) return;
+  /** Metrics, status and log of what the Syncer's reap step did. */
+  private recordReap(gone: SyncResult['gone'], r: ReapResult | Error | undefined): void {
+    if (r === undefined) return;
     const { logger, metrics } = this.d;
-    try {
-      const r = reaper.reap(gone);
+    if (r instanceof Error) {
+      logger.warn({ err: r }, 'could not destroy the sockets of removed backends');
+      return;
+    }
+    {
       const failed = r.destroyed.filter((d) => d.err !== 0);
       metrics.socketsDestroyed.inc({ result: 'destroyed' }, r.destroyed.length - failed.length);
       if (failed.length) metrics.socketsDestroyed.inc({ result: 'failed' }, failed.length);
@@ -312,8 +319,6 @@ export class Agent {
           'connected UDP sockets to removed backends destroyed',
         );
       }
-    } catch (e) {
-      logger.warn({ err: e }, 'could not destroy the sockets of removed backends');
     }
   }
   lastReap?: { at: string; backends: number; namespaces: number; destroyed: number; failed: number; ms: number };
@@ -569,29 +574,24 @@ export class Agent {
       }
       for (const [kind, n] of Object.entries(now)) metrics.rejectedNow.set({ kind }, n);
       this.rejected = rejected;
-      // The tc path reads every frontend; without it a hinted apply never needs the whole list.
-      const served = this.d.northSouth ? this.d.northSouth.prepare(desired.frontends) : undefined;
       this.lastApplyOk = false;
-      // Frontends held back by the tc path (fail closed) must be seen by the reconciler: no hint then.
-      const res =
-        served === undefined
-          ? this.d.reconciler.apply(hint ? () => desired.frontends : desired.frontends, hint)
-          : this.d.reconciler.apply(served, served === desired.frontends ? hint : undefined);
+      // prepare → reconcile → finish → attach → tc path → reap: the order is the Syncer's (src/dataplane/syncer.ts).
+      const out = this.syncer.sync(desired, nodeInfo.addresses, hint);
+      const { res, ext } = out;
       this.synced = true;
       this.scheduleNames();
-      const ext = this.d.northSouth?.finish();
       for (const e of res.errors) {
         logger.error({ frontend: e.frontend, servicePort: e.servicePort, reason: e.reason }, 'entry not programmed');
       }
       metrics.syncErrors.inc(res.errors.length + (ext?.errors.length ?? 0));
       metrics.externalClosed.set(ext?.closed.length ?? 0);
-      if (!this.ready) {
-        this.attached = this.d.datapath.attach();
+      if (out.attached) {
+        this.attached = out.attached;
         logger.info({ links: this.attached.map((l) => `${l.program}:${l.how}`) }, 'socket hooks attached');
         this.ready = true;
       }
-      this.lastHealthSync = this.d.northSouth?.afterApply(desired, nodeInfo.addresses);
-      this.reap(res.gone);
+      this.lastHealthSync = out.external;
+      this.recordReap(res.gone, out.reaped);
       const secs = Number(process.hrtime.bigint() - t0) / 1e9;
       const at = this.now();
       metrics.syncDuration.observe(secs);
