@@ -12,6 +12,7 @@
  * by "::", the first such run on a tie).
  */
 import type { Family } from './types.js';
+import { formatIPv6 } from '../util/ip.js';
 
 export interface ParsedIP {
   /** Canonical text. */
@@ -81,32 +82,6 @@ function parseIPv6Bytes(s: string): Uint8Array | null {
     out[2 * i + 1] = groups[i] & 0xff;
   }
   return out;
-}
-
-function formatIPv6(b: Uint8Array): string {
-  const groups: number[] = [];
-  for (let i = 0; i < 8; i++) groups.push((b[2 * i] << 8) | b[2 * i + 1]);
-  // Longest run of zero groups (length >= 2); first one wins on a tie.
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (g: number) => g.toString(16);
-  if (bestLen < 2) return groups.map(hex).join(':');
-  const head = groups.slice(0, bestStart).map(hex).join(':');
-  const tail = groups.slice(bestStart + bestLen).map(hex).join(':');
-  return `${head}::${tail}`;
 }
 
 function isV4Mapped(b: Uint8Array): boolean {

@@ -23,6 +23,7 @@
  */
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { parseIP, type ParsedIP } from './ip.js';
+import { formatIPv6 } from '../util/ip.js';
 import type { Family, Protocol, Rejection } from './types.js';
 
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';
@@ -96,14 +97,8 @@ export function parseCIDR(raw: unknown): ParsedCIDR | null {
     const keep = Math.max(0, Math.min(8, len - i * 8));
     bytes[i] &= keep === 0 ? 0 : (0xff << (8 - keep)) & 0xff;
   }
-  const base = ip.family === 4 ? [...bytes].join('.') : parseIP(ipv6Text(bytes))!.addr;
+  const base = ip.family === 4 ? [...bytes].join('.') : parseIP(formatIPv6(bytes))!.addr;
   return { cidr: `${base}/${len}`, family: ip.family };
-}
-
-function ipv6Text(b: Uint8Array): string {
-  const g: string[] = [];
-  for (let i = 0; i < 16; i += 2) g.push(((b[i] << 8) | b[i + 1]).toString(16));
-  return g.join(':');
 }
 
 export interface SlicePortNorm {

@@ -1,5 +1,11 @@
 import { isIPv4, isIPv6 } from 'node:net';
 
+/*
+ * Addresses as bytes in network order, for map keys and values. Parsing and
+ * canonical text of addresses in objects (kube-proxy's sloppy parsing) are
+ * the model's: src/model/ip.ts.
+ */
+
 /** Writes an IPv4 or IPv6 address in network order; returns the family. */
 export function ipToBytes(addr: string, out: Buffer, offset = 0): 4 | 6 {
   if (isIPv4(addr)) {
@@ -30,10 +36,10 @@ export function ip4FromBytes(b: Buffer, offset = 0): string {
   return `${b[offset]}.${b[offset + 1]}.${b[offset + 2]}.${b[offset + 3]}`;
 }
 
-/** RFC 5952 text form: lower case, longest zero run compressed. */
-export function ip6FromBytes(b: Buffer, offset = 0): string {
+/** RFC 5952 text form of 16 bytes: lower case, leading zeros dropped, the longest run of two or more zero groups (the first on a tie) as "::". */
+export function formatIPv6(b: Uint8Array): string {
   const g: number[] = [];
-  for (let i = 0; i < 8; i++) g.push(b.readUInt16BE(offset + i * 2));
+  for (let i = 0; i < 8; i++) g.push((b[2 * i] << 8) | b[2 * i + 1]);
   let bestStart = -1;
   let bestLen = 0;
   for (let i = 0; i < 8; ) {
@@ -54,15 +60,6 @@ export function ip6FromBytes(b: Buffer, offset = 0): string {
   return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
 }
 
-/** Canonical text of an IP address, or undefined if it is not one. */
-export function canonicalIp(addr: string): string | undefined {
-  if (isIPv4(addr)) return ip4FromBytes(Buffer.from(addr.split('.').map(Number)));
-  if (!isIPv6(addr) || addr.includes('%')) return undefined;
-  const b = Buffer.alloc(16);
-  ipToBytes(addr, b);
-  return ip6FromBytes(b);
-}
-
-export function ipFamily(addr: string): 4 | 6 | undefined {
-  return isIPv4(addr) ? 4 : isIPv6(addr) ? 6 : undefined;
+export function ip6FromBytes(b: Buffer, offset = 0): string {
+  return formatIPv6(b.subarray(offset, offset + 16));
 }
