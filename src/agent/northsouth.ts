@@ -10,7 +10,8 @@
  * hooks, so no packet meets half-programmed maps; the masquerade rules are
  * in place before the first packet can be marked.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { applySysctls, wantedSysctls } from './sysctls.js';
 import type { Logger } from 'pino';
 import type { DesiredState, Frontend } from '../model/types.js';
 import { ExternalProgrammer, type ExternalSyncResult } from '../dataplane/external.js';
@@ -116,37 +117,11 @@ export class NorthSouth {
     logger.info({ attached: this.attached.map((a) => `${a.device}/${a.direction}:${a.mode}:${a.how}`) }, 'tc programs attached');
   }
 
-  /**
-   * Forwarding on (remote backends are reached through this node), ICMP
-   * redirects off on the devices (a NodePort packet forwarded to another
-   * node leaves through the interface it came in on, which would otherwise
-   * make the kernel tell the client to go to the other node directly).
-   */
+  /** The node's sysctls (src/agent/sysctls.ts) for the devices served; rp_filter is reported, not changed. */
   private applySysctls(devices: string[]): void {
-    const set = (path: string, value: string) => {
-      const full = `/proc/sys/${path}`;
-      try {
-        const cur = readFileSync(full, 'utf8').trim();
-        if (cur !== value) writeFileSync(full, value);
-        this.sysctls[path.replace(/\//g, '.')] = value;
-      } catch (e) {
-        this.o.logger.warn({ sysctl: path, err: (e as Error).message }, 'could not set sysctl');
-      }
-    };
-    set('net/ipv4/ip_forward', '1');
-    // The node's own sockets must not get a NodePort as their local port: the peer's answers would
-    // look like new NodePort flows (the tc program also passes packets owned by a local socket).
-    if (this.o.nodePortRange) {
-      try {
-        const cur = readFileSync('/proc/sys/net/ipv4/ip_local_reserved_ports', 'utf8').trim();
-        set('net/ipv4/ip_local_reserved_ports', mergeReservedPorts(cur, this.o.nodePortRange));
-      } catch (e) {
-        this.o.logger.warn({ sysctl: 'net.ipv4.ip_local_reserved_ports', err: (e as Error).message }, 'could not read sysctl');
-      }
+    for (const c of applySysctls(wantedSysctls(devices, this.o.nodePortRange), (name, err) => this.o.logger.warn({ sysctl: name, err: err.message }, 'could not set sysctl'))) {
+      this.sysctls[c.name] = c.value;
     }
-    set('net/ipv6/conf/all/forwarding', '1');
-    set('net/ipv4/conf/all/send_redirects', '0');
-    for (const d of devices) set(`net/ipv4/conf/${d}/send_redirects`, '0');
     for (const d of ['all', ...devices]) {
       try {
         this.sysctls[`net.ipv4.conf.${d}.rp_filter`] = readFileSync(`/proc/sys/net/ipv4/conf/${d}/rp_filter`, 'utf8').trim();
@@ -155,6 +130,7 @@ export class NorthSouth {
       }
     }
   }
+
 
   status(): NorthSouthStatus {
     const counters: Record<string, string> = {};
@@ -171,21 +147,4 @@ export class NorthSouth {
       conntrackLookup: this.o.tc.conntrackLookup,
     };
   }
-}
-
-/**
- * ip_local_reserved_ports with `range` ("lo-hi") added, unless an entry
- * already covers it. Entries are "p" or "lo-hi", comma-separated; the kernel
- * writes them back sorted and merged, so the result is compared by coverage,
- * not by text.
- */
-export function mergeReservedPorts(current: string, range: string): string {
-  const [lo, hi] = range.split('-').map(Number);
-  const entries = current.split(',').map((e) => e.trim()).filter(Boolean);
-  const covered = entries.some((e) => {
-    const [a, b = a] = e.split('-').map(Number);
-    return a <= lo && hi <= b;
-  });
-  if (covered) return current;
-  return [...entries, range].join(',');
 }

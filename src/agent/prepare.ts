@@ -19,10 +19,10 @@
  * Idempotent: each step says what it found or did.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { isBpffs, resolveCgroup2 } from '../util/sys.js';
-import { mergeReservedPorts } from './northsouth.js';
+import { applySysctls, wantedSysctls } from './sysctls.js';
 
 export interface PrepareOptions {
   bpffs: string;
@@ -51,21 +51,13 @@ export function prepareNode(o: PrepareOptions): string[] {
     }
   }
   if (o.sysctls) {
-    const get = (path: string) => (existsSync(`/proc/sys/${path}`) ? readFileSync(`/proc/sys/${path}`, 'utf8').trim() : undefined);
-    const set = (path: string, value: string) => {
-      const cur = get(path);
-      if (cur !== undefined && cur !== value) {
-        writeFileSync(`/proc/sys/${path}`, value);
-        done.push(`${path.replace(/\//g, '.')} = ${value}`);
-      }
-    };
-    set('net/ipv4/ip_forward', '1');
-    set('net/ipv6/conf/all/forwarding', '1');
-    for (const d of readdirSync('/proc/sys/net/ipv4/conf')) set(`net/ipv4/conf/${d}/send_redirects`, '0');
-    const closeWait = 'net/netfilter/nf_conntrack_tcp_timeout_close_wait';
-    if (Number(get(closeWait) ?? 3600) < 3600) set(closeWait, '3600');
-    const reserved = get('net/ipv4/ip_local_reserved_ports');
-    if (o.nodePortRange && reserved !== undefined) set('net/ipv4/ip_local_reserved_ports', mergeReservedPorts(reserved, o.nodePortRange));
+    const devices = readdirSync('/proc/sys/net/ipv4/conf');
+    for (const c of applySysctls(wantedSysctls(devices, o.nodePortRange), (name, err) => {
+      // The init container is privileged: a sysctl it cannot set is a failure to show, not to skip.
+      throw new Error(`sysctl ${name}: ${err.message}`);
+    })) {
+      if (!c.unchanged) done.push(`${c.name} = ${c.value}`);
+    }
     done.push('sysctls checked');
   }
   return done;

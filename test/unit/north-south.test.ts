@@ -14,7 +14,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HealthCheckServers, ProxyHealthServer, healthCheckBody } from '../../src/agent/healthcheck.js';
-import { mergeReservedPorts } from '../../src/agent/northsouth.js';
+import { mergeReservedPorts } from '../../src/agent/sysctls.js';
 
 const NODE = { name: 'n1', addresses: ['10.0.0.11', 'fd10::11'] };
 
