@@ -180,6 +180,32 @@ const agentOptions = {
   problems: { type: 'boolean' },
 } as const;
 
+/** The options each command takes: any other given on the command line is an error, not ignored. */
+const AGENT_ONLY = Object.keys(agentOptions).filter(
+  (k) => !['rate', 'interval', 'namespace', 'service', 'backend', 'limit', 'continue', 'raw', 'full', 'output', 'prefix', 'probe', 'from', 'to', 'proto', 'node-client', 'cookie', 'problems'].includes(k),
+);
+const ADDRESS = ['api-addr', 'api-socket', 'bpf-root', 'output', 'help'];
+const SOURCE = ['source', 'kubeconfig', 'apiserver', 'token-file', 'ca-file', 'node-name', 'cgroup', 'service-proxy-name'];
+const COMMAND_OPTIONS: Record<string, readonly string[]> = {
+  agent: AGENT_ONLY,
+  prepare: ['bpffs', 'cgroup', 'node-port-range', 'help'],
+  cleanup: ['bpf-root', 'cgroup', 'help'],
+  status: ADDRESS,
+  maps: [...ADDRESS, 'namespace', 'service', 'backend', 'raw', 'full', 'limit', 'continue'],
+  drift: ADDRESS,
+  explain: [...ADDRESS, ...SOURCE, 'probe', 'from', 'problems'],
+  trace: [...ADDRESS, ...SOURCE, 'to', 'from', 'proto', 'node-client', 'cookie'],
+  stats: [...ADDRESS, 'namespace', 'service', 'rate', 'interval'],
+  snapshot: [...ADDRESS, ...SOURCE],
+};
+
+/** The options given on the command line that `cmd` does not take. */
+export function foreignOptions(cmd: string, given: Record<string, unknown>): string[] {
+  const allowed = COMMAND_OPTIONS[cmd];
+  if (!allowed) return [];
+  return Object.keys(given).filter((k) => given[k] !== undefined && !allowed.includes(k));
+}
+
 type Opts = { [K in keyof typeof agentOptions]?: (typeof agentOptions)[K]['type'] extends 'boolean' ? boolean : string };
 
 function fromEnv(values: Opts, skip: string[] = []): Opts {
@@ -405,6 +431,8 @@ async function runAgent(o: Opts): Promise<number> {
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   const { values, positionals } = parseArgs({ args: rest, options: agentOptions, allowPositionals: true, strict: true });
+  const foreign = foreignOptions(cmd, values);
+  if (foreign.length) throw new Error(`${cmd} takes no ${foreign.map((k) => `--${k}`).join(', ')} (see --help)`);
   // Inspection reads the pins only when asked on the command line: in the agent's pod the
   // environment names its --bpf-root, yet the running agent's API is the view to show.
   let o = fromEnv(values as Opts, ['status', 'maps', 'drift', 'explain', 'trace', 'stats', 'snapshot'].includes(cmd) ? ['bpf-root'] : []);

@@ -45,7 +45,7 @@ describe('explain and trace in the lab', () => {
   }
   const viaApi = (args: string[]) => cli([...args, '--api-socket', socket]);
   const viaPins = (args: string[], o: { source?: boolean; inNode?: boolean } = {}) =>
-    cli([...args, '--bpf-root', lab.bpfRootOf('n1'), ...(o.source === false ? [] : ['--source', `file:${lab.objectsDir()}`, '--node-name', 'n1']), '--cgroup', lab.cgroupOf('n1')], { inNode: o.inNode });
+    cli([...args, '--bpf-root', lab.bpfRootOf('n1'), ...(o.source === false ? [] : ['--source', `file:${lab.objectsDir()}`, '--node-name', 'n1']), ...(args[0] === 'stats' ? [] : ['--cgroup', lab.cgroupOf('n1')])], { inNode: o.inNode });
   /** explain's verdict as JSON, through the API. */
   const verdictOf = (ref: string, extra: string[] = []) => {
     const r = viaApi(['explain', ref, '-o', 'json', ...extra]);

@@ -53,3 +53,18 @@ test('the agent\'s command line has no lab or benchmark command; switchyard-lab 
   assert.match(labHelp, /switchyard-lab up\|down/);
   assert.match(labHelp, /switchyard-lab bench/);
 });
+
+test('each command takes its own options: one it does not take is an error, not ignored', () => {
+  const run = (args: string[]) => {
+    try {
+      execFileSync(process.execPath, [join(repoRoot, 'bin/switchyard.js'), ...args], { stdio: 'pipe', encoding: 'utf8' });
+      return '';
+    } catch (e) {
+      return String((e as { stderr?: string }).stderr);
+    }
+  };
+  assert.match(run(['status', '--max-backends', '5']), /status takes no --max-backends/);
+  assert.match(run(['drift', '--probe']), /drift takes no --probe/);
+  assert.match(run(['agent', '--rate', '--node-name', 'x']), /agent takes no --rate/);
+  assert.doesNotMatch(run(['status', '--api-addr', '127.0.0.1:1', '-o', 'json']), /takes no/, 'its own options pass (the connection then fails)');
+});
