@@ -14,12 +14,13 @@
  * Without the objects (`--bpf-root` with no source), only the kernel side is
  * shown and the verdict says what the maps alone can tell.
  */
+import type { V1Service } from '@kubernetes/client-node';
 import type { Rejection, Frontend, NodeInfo, DesiredState, Family } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import { buildDesiredState, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from '../model/index.js';
 import { parseIP } from '../model/ip.js';
 import { buildEndpointsMap, portKey, serviceKey, type EndpointInfo } from '../model/endpoints.js';
-import { topologyModeFromHints, type TopologyMode } from '../model/topology.js';
+import { availableForTopology, topologyModeFromHints, type TopologyMode } from '../model/topology.js';
 import { isObject, normalizeService, normalizeSlice, parseCIDR, type ServiceSpecNorm, type SliceNorm } from '../model/validate.js';
 import type { BackendCounters, ServiceEntry } from '../dataplane/inspect.js';
 import { hostPort } from '../dataplane/inspect.js';
@@ -298,25 +299,11 @@ function describeService(raw: unknown): ServiceView {
   };
 }
 
-/** Why kube-proxy (and so the agent) does not look at a Service at all; undefined when it does. */
+/** Why kube-proxy (and so the agent) does not look at a Service at all; undefined when it does. The model's own rule. */
 export function ignoredReason(raw: unknown, serviceProxyName: string | undefined): string | undefined {
-  const labels = labelsOf(raw);
-  if (LABEL_HEADLESS in labels) return `it carries the label ${LABEL_HEADLESS}: proxies ignore it (its endpoints are reached through DNS)`;
-  const proxy = labels[LABEL_SERVICE_PROXY_NAME];
-  if (!serviceProxyName && proxy !== undefined) {
-    return `it carries the label ${LABEL_SERVICE_PROXY_NAME}=${proxy}: another proxy ("${proxy}") handles it, not this one`;
-  }
-  if (serviceProxyName && proxy !== serviceProxyName) {
-    return proxy === undefined
-      ? `this agent runs with --service-proxy-name ${serviceProxyName} and the Service has no ${LABEL_SERVICE_PROXY_NAME} label`
-      : `this agent runs with --service-proxy-name ${serviceProxyName}; the Service names "${proxy}"`;
-  }
-  const spec = isObject(raw) && isObject(raw.spec) ? raw.spec : {};
-  if (spec.type === 'ExternalName') return `type ExternalName: a DNS alias${typeof spec.externalName === 'string' ? ` for ${spec.externalName}` : ''}, nothing to proxy`;
-  const ips = Array.isArray(spec.clusterIPs) ? spec.clusterIPs : [];
-  if (spec.clusterIP === 'None' || ips.includes('None')) return 'headless (clusterIP: None): clients reach the pods themselves, through DNS';
-  if ((ips.length === 0 || ips[0] === '') && (spec.clusterIP === undefined || spec.clusterIP === null || spec.clusterIP === '')) return 'it has no cluster IP';
-  return undefined;
+  if (!isObject(raw)) return undefined;
+  const r = normalizeService(raw as V1Service, { serviceProxyName }, []);
+  return r.kind === 'ignored' ? r.reason : undefined;
 }
 
 function sliceEndpoints(raw: unknown): EndpointView[] {
@@ -379,7 +366,7 @@ function whyUnused(ep: EndpointInfo, all: EndpointInfo[], policy: 'Cluster' | 'L
     if (localReady) return ep.serving && ep.terminating ? 'terminating, and a ready endpoint exists on this node' : `not ready (${epState(ep)})`;
     return `not ready and not serving (${epState(ep)})`;
   }
-  const anyReadyForTopology = all.some((e) => e.ready && availableForTopology(e, mode, node));
+  const anyReadyForTopology = all.some((e) => e.ready && availableForTopology(e, mode, node.name, node.zone ?? ''));
   if (anyReadyForTopology) {
     if (!ep.ready) return ep.serving && ep.terminating ? 'terminating, and ready endpoints exist' : `not ready (${epState(ep)})`;
     if (mode === 'PreferSameZone') return `topology: its hints name zone ${[...(ep.zoneHints ?? [])].join(', ') || '(none)'}, this node is in ${node.zone ?? '(no zone)'}`;
@@ -387,12 +374,6 @@ function whyUnused(ep: EndpointInfo, all: EndpointInfo[], policy: 'Cluster' | 'L
     return `not ready (${epState(ep)})`;
   }
   return `${epState(ep)}: with no endpoint ready, only serving terminating ones would be used`;
-}
-
-function availableForTopology(ep: EndpointInfo, mode: TopologyMode, node: NodeInfo): boolean {
-  if (mode === 'PreferSameNode') return ep.nodeHints?.has(node.name) ?? false;
-  if (mode === 'PreferSameZone') return ep.zoneHints?.has(node.zone ?? '') ?? false;
-  return true;
 }
 
 function sameFrontend(k: ServiceEntry, f: { family: number; address: string; port: number; protocol: string; scope: string }): boolean {

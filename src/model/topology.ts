@@ -74,7 +74,8 @@ export function topologyModeFromHints(endpoints: EndpointInfo[], nodeName: strin
   return '';
 }
 
-function availableForTopology(ep: EndpointInfo, mode: TopologyMode, nodeName: string, zone: string): boolean {
+/** Whether topology (the hints in force) lets this node use the endpoint. */
+export function availableForTopology(ep: EndpointInfo, mode: TopologyMode, nodeName: string, zone: string): boolean {
   switch (mode) {
     case '':
       return true;

@@ -140,10 +140,20 @@ function hasLabel(labels: Labels, key: string): boolean {
  * does not matter).
  */
 export function selectedByLabels(labels: Labels, opts: SelectorOptions): boolean {
-  if (hasLabel(labels, LABEL_HEADLESS)) return false;
+  return labelSelectionReason(labels, opts) === undefined;
+}
+
+/** Why the label selector leaves an object out, as a user reads it; undefined when it selects it. */
+export function labelSelectionReason(labels: Labels, opts: SelectorOptions): string | undefined {
+  if (hasLabel(labels, LABEL_HEADLESS)) return `it carries the label ${LABEL_HEADLESS}: proxies ignore it (its endpoints are reached through DNS)`;
   const want = opts.serviceProxyName;
-  if (want === undefined || want === '') return !hasLabel(labels, LABEL_SERVICE_PROXY_NAME);
-  return hasLabel(labels, LABEL_SERVICE_PROXY_NAME) && labels![LABEL_SERVICE_PROXY_NAME] === want;
+  const has = hasLabel(labels, LABEL_SERVICE_PROXY_NAME);
+  const proxy = has ? labels![LABEL_SERVICE_PROXY_NAME] : undefined;
+  if (want === undefined || want === '') {
+    return has ? `it carries the label ${LABEL_SERVICE_PROXY_NAME}=${proxy}: another proxy ("${proxy}") handles it, not this one` : undefined;
+  }
+  if (!has) return `this agent runs with --service-proxy-name ${want} and the Service has no ${LABEL_SERVICE_PROXY_NAME} label`;
+  return proxy === want ? undefined : `this agent runs with --service-proxy-name ${want}; the Service names "${proxy}"`;
 }
 
 function isValidPort(n: unknown): n is number {
@@ -238,7 +248,7 @@ function checkMetadata(o: unknown, needNamespace: boolean): string | null {
 }
 
 export type ServiceOutcome =
-  | { kind: 'ignored' }
+  | { kind: 'ignored'; reason: string }
   | { kind: 'rejected' }
   | { kind: 'ok'; svc: ServiceSpecNorm };
 
@@ -256,7 +266,8 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
   // it); the model then reads only well-typed values.
   const meta = checkMetadata(svc, true);
   if (meta) return whole(meta);
-  if (!selectedByLabels(svc.metadata?.labels, opts)) return { kind: 'ignored' };
+  const unselected = labelSelectionReason(svc.metadata?.labels, opts);
+  if (unselected) return { kind: 'ignored', reason: unselected };
 
   const spec = svc.spec as unknown;
   if (!isObject(spec)) return whole(spec === undefined || spec === null ? 'spec is missing' : `spec must be a map, got ${jsonType(spec)}`);
@@ -280,7 +291,7 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
   if (structural) return whole(structural);
 
   const type = (spec.type as string | undefined) ?? 'ClusterIP';
-  if (type === 'ExternalName') return { kind: 'ignored' };
+  if (type === 'ExternalName') return { kind: 'ignored', reason: `type ExternalName: a DNS alias${typeof spec.externalName === 'string' ? ` for ${spec.externalName}` : ''}, nothing to proxy` };
   if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer') return whole(`unsupported service type ${describeValue(type)}`);
 
   // Cluster IPs: spec.clusterIPs (dual-stack), falling back to spec.clusterIP.
@@ -294,8 +305,8 @@ export function normalizeService(svc: V1Service, opts: SelectorOptions, rejected
       : !isUnset(spec.clusterIP) && spec.clusterIP !== ''
         ? [spec.clusterIP]
         : [];
-  if (spec.clusterIP === 'None' || rawIPs.includes('None')) return { kind: 'ignored' };
-  if (rawIPs.length === 0 || rawIPs[0] === '') return { kind: 'ignored' };
+  if (spec.clusterIP === 'None' || rawIPs.includes('None')) return { kind: 'ignored', reason: 'headless (clusterIP: None): clients reach the pods themselves, through DNS' };
+  if (rawIPs.length === 0 || rawIPs[0] === '') return { kind: 'ignored', reason: 'it has no cluster IP' };
   if (rawIPs.length > 2) return whole(`spec.clusterIPs has ${rawIPs.length} entries; at most 2 are allowed`);
   const clusterIPs: ParsedIP[] = [];
   for (const raw of rawIPs) {
