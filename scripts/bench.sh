@@ -17,7 +17,7 @@
 #   dist/harness/bench/model.js       model cost per snapshot, full vs cached with one slice changed
 #   dist/harness/bench/reconcile.js   reconciler against a real, unattached datapath (BPF)
 #   dist/harness/bench/connect.js     connect() overhead of the socket LB in the lab
-#   dist/harness/bench/inspect.js     API, metrics scrape, names and drift at 10,000 Services
+#   dist/harness/bench/read-side.js     API, metrics scrape, names and drift at 10,000 Services
 #   dist/harness/bench/nodeport.js    NodePort requests/s and latency from outside with wrk, tc vs iptables
 #   dist/harness/bench/programming.js API change → traffic latency and memory against kube-proxy (iptables)
 #   dist/harness/bench/rollout.js   a rolling replacement of every backend under load: what clients see
@@ -30,7 +30,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 if [ "${1:-}" = --micro ]; then
-  for b in maglev model reconcile event connect inspect nodeport programming rollout; do
+  for b in maglev model reconcile event connect read-side nodeport programming rollout; do
     node "dist/harness/bench/$b.js"
     echo
   done

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
-import { dropCounters, hostPort, type Names } from '../dataplane/inspect.js';
+import { dropCounters, hostPort, type Names } from '../read/entries.js';
 import { protoName } from '../dataplane/layout.js';
-import { mapStatsAsync, type InspectMaps, type MapStat } from '../dataplane/maps.js';
+import { mapStatsAsync, type InspectMaps, type MapStat } from '../read/maps.js';
 import { readRawCountersAsync, type Counters4, type RawCounters } from '../diagnose/stats.js';
 import { servicePortKey } from '../model/types.js';
 import { runStepsAsync } from '../util/steps.js';

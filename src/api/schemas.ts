@@ -2,7 +2,7 @@
  * JSON schemas of the REST API: request validation (400 with a message on a
  * bad parameter), fast serialisation, and the OpenAPI document.
  */
-import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '../dataplane/tables.js';
+import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from '../read/tables.js';
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;

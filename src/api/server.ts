@@ -1,6 +1,6 @@
 /**
  * The agent's HTTP API: health, readiness, status, metrics, drift, and
- * read-only dumps of the kernel's maps (decoded, see dataplane/inspect.ts).
+ * read-only dumps of the kernel's maps (decoded, see read/entries.ts).
  * Bound to loopback by default. Every route declares its schemas; the
  * OpenAPI document is served at /openapi.json. A known path with another
  * method answers 405 with Allow, an unknown path 404, a bad parameter 400.
@@ -13,9 +13,9 @@ import type { AgentHealth, AgentStatus } from '../agent/agent.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';
-import { BadPage, listBackendsPageAsync, listServicesPageAsync, maglevOf, parseSvcRef, type Names } from '../dataplane/inspect.js';
-import { mapStatsAsync, type InspectMaps } from '../dataplane/maps.js';
-import { BadQuery, listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
+import { BadPage, listBackendsPageAsync, listServicesPageAsync, maglevOf, parseSvcRef, type Names } from '../read/entries.js';
+import { mapStatsAsync, type InspectMaps } from '../read/maps.js';
+import { BadQuery, listAffinity, listFlows, type PageQuery } from '../read/tables.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
 import { parseHostPort, trace } from '../diagnose/trace.js';
 import { nodeReport } from '../diagnose/node.js';

@@ -6,16 +6,16 @@
  * alone say.
  */
 import { stringify } from 'yaml';
-import { resolveNames } from '../dataplane/inspect.js';
-import { openPinnedMaps } from '../dataplane/maps.js';
+import { resolveNames } from '../read/entries.js';
+import { openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
 import { isProblem } from '../diagnose/explain.js';
 import { human, renderExplain, renderTrace } from '../diagnose/render.js';
 import { ratesBetween, readStats, type StatsReport } from '../diagnose/stats.js';
-import { hostPort, listBackends, listServices } from '../dataplane/inspect.js';
-import { mapStats } from '../dataplane/maps.js';
-import { PAGE_LIMIT_MAX, listAffinity, listFlows } from '../dataplane/tables.js';
+import { hostPort, listBackends, listServices } from '../read/entries.js';
+import { mapStats } from '../read/maps.js';
+import { PAGE_LIMIT_MAX, listAffinity, listFlows } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
 import { nodeReport } from '../diagnose/node.js';
 import { SnapshotCollector, collectExplain, writeArchive } from '../diagnose/snapshot.js';
@@ -25,7 +25,7 @@ import { KubeSource } from '../source/kube.js';
 import { loadApiConfig } from '../source/apiconfig.js';
 import { readOnce } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
-import { apiGet, apiGetAll, table, type InspectOpts } from './inspect.js';
+import { apiGet, apiGetAll, table, type InspectOpts } from './read.js';
 
 export interface DiagnoseOpts extends InspectOpts {
   source?: string;

@@ -9,7 +9,7 @@
  * The reasoning uses the model's own code (validate.ts, endpoints.ts,
  * topology.ts, buildDesiredState), so what explain says a frontend should
  * hold is what the agent programs. The kernel side comes from the maps
- * (dataplane/inspect.ts): explain compares the two.
+ * (read/entries.ts): explain compares the two.
  *
  * Without the objects (`--bpf-root` with no source), only the kernel side is
  * shown and the verdict says what the maps alone can tell.
@@ -22,8 +22,8 @@ import { parseIP } from '../model/ip.js';
 import { buildEndpointsMap, portKey, serviceKey, type EndpointInfo } from '../model/endpoints.js';
 import { availableForTopology, topologyModeFromHints, type TopologyMode } from '../model/topology.js';
 import { isObject, normalizeService, normalizeSlice, parseCIDR, type ServiceSpecNorm, type SliceNorm } from '../model/validate.js';
-import type { BackendCounters, ServiceEntry } from '../dataplane/inspect.js';
-import { hostPort } from '../dataplane/inspect.js';
+import type { BackendCounters, ServiceEntry } from '../read/entries.js';
+import { hostPort } from '../read/entries.js';
 import type { DriftEntry, SyncError } from '../dataplane/reconciler.js';
 
 // ---------------------------------------------------------------- report

@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ExplainReport, ProbeResult } from './explain.js';
-import { hostPort } from '../dataplane/inspect.js';
+import { hostPort } from '../read/entries.js';
 
 export interface ProbeTarget {
   kind: 'backend' | 'frontend';

@@ -2,8 +2,8 @@
  * The readable (table) form of explain and trace reports: one screen, top to
  * bottom in the order the debugging goes, ending in the verdict.
  */
-import { hostPort } from '../dataplane/inspect.js';
-import { table } from '../cli/inspect.js';
+import { hostPort } from '../read/entries.js';
+import { table } from '../cli/read.js';
 import type { ExplainReport, FrontendReport, PortReport } from './explain.js';
 import type { TraceReport } from './trace.js';
 

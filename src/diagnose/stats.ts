@@ -10,9 +10,9 @@
  * second old and now. Without an agent, `switchyard stats --rate` reads
  * twice, --interval apart.
  */
-import type { InspectMaps } from '../dataplane/maps.js';
+import type { InspectMaps } from '../read/maps.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
-import { hostPort, listServices, listServicesAsync, u64, type Filter, type Names, type ServiceEntry } from '../dataplane/inspect.js';
+import { hostPort, listServices, listServicesAsync, u64, type Filter, type Names, type ServiceEntry } from '../read/entries.js';
 
 export interface Counters4 {
   connections: number;

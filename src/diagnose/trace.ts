@@ -20,8 +20,8 @@
  * prediction against the backend a real connection reaches.
  */
 import { parseIP } from '../model/ip.js';
-import type { InspectMaps } from '../dataplane/maps.js';
-import { hostPort, svcFlagNames, tableOf, type Names } from '../dataplane/inspect.js';
+import type { InspectMaps } from '../read/maps.js';
+import { hostPort, svcFlagNames, tableOf, type Names } from '../read/entries.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, CT_F_FIN_FWD, CT_F_FIN_REV, CT_F_LOCAL, CT_F_MASQ, CT_F_REPLIED, CT_F_RST, CT_FWD, EXT_F_LOCAL, EXT_F_SRC_RANGES,
   IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec,
@@ -29,7 +29,7 @@ import {
 } from '../dataplane/layout.js';
 import { DEFAULT_CT_TIMEOUTS, tcCounters, type CtTimeouts } from '../dataplane/tc.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
-import { BadQuery } from '../dataplane/tables.js';
+import { BadQuery } from '../read/tables.js';
 
 // ---------------------------------------------------------------- the programs' hashes
 

@@ -10,8 +10,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TcHarness, TC_ACT_OK, backend, external, requireBpf } from './harness.js';
 import { TH_ACK, TH_PSH, TH_RST, TH_SYN, packet } from './packets.js';
-import { datapathMaps } from '../../src/dataplane/maps.js';
-import { backendCounters, resolveNames } from '../../src/dataplane/inspect.js';
+import { datapathMaps } from '../../src/read/maps.js';
+import { backendCounters, resolveNames } from '../../src/read/entries.js';
 import { trace } from '../../src/diagnose/trace.js';
 import { readStats } from '../../src/diagnose/stats.js';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';
 import { repoRoot } from '../../src/bpf/native.js';
-import type { InspectMaps } from '../../src/dataplane/maps.js';
+import type { InspectMaps } from '../../src/read/maps.js';
 
 test('deploy/grafana-dashboard.json queries only metrics the agent registers', async () => {
   const dash = JSON.parse(readFileSync(join(repoRoot, 'deploy/grafana-dashboard.json'), 'utf8'));

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Explainer, cidrContains, type ExplainObjects, type KernelView } from '../../src/diagnose/explain.js';
 import { renderExplain } from '../../src/diagnose/render.js';
 import { buildDesiredState, type Frontend, type NodeInfo } from '../../src/model/index.js';
-import type { ServiceEntry } from '../../src/dataplane/inspect.js';
+import type { ServiceEntry } from '../../src/read/entries.js';
 
 const node: NodeInfo = { name: 'n1', zone: 'zone-a', addresses: ['10.0.0.11'] };
 

@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { beMetaCodec, svcMetaCodec } from '../../src/dataplane/names.js';
-import { hostPort, matchBackend, parseSvcRef, svcFlagNames } from '../../src/dataplane/inspect.js';
-import { decodeField } from '../../src/dataplane/tables.js';
-import { table } from '../../src/cli/inspect.js';
+import { hostPort, matchBackend, parseSvcRef, svcFlagNames } from '../../src/read/entries.js';
+import { decodeField } from '../../src/read/tables.js';
+import { table } from '../../src/cli/read.js';
 
 test('name codecs round-trip Kubernetes-sized names and cut longer ones without spilling', () => {
   const v = { namespace: 'a'.repeat(63), name: 'b'.repeat(63), port: 'c'.repeat(15), protocol: 'UDP' as const, type: 'LoadBalancer' as const };

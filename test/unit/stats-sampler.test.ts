@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { StatsSampler } from '../../src/diagnose/stats.js';
-import type { InspectMaps } from '../../src/dataplane/maps.js';
+import type { InspectMaps } from '../../src/read/maps.js';
 
 /** Maps with one frontend (svc id 1) whose counter goes up by 10 a read, and no backend. */
 function fakeMaps() {

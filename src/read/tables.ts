@@ -19,8 +19,8 @@ import { join } from 'node:path';
 import { native, repoRoot, type BtfStruct } from '../bpf/native.js';
 import { ip4FromBytes, ip6FromBytes } from '../util/ip.js';
 import type { InspectMaps } from './maps.js';
-import { hostPort, matchBackend, matchService, type Filter, type Names, type RawEntry } from './inspect.js';
-import { SVC_F_AFFINITY, affinityKeyCodec, affinityValCodec, backendCodec, svcValCodec } from './layout.js';
+import { hostPort, matchBackend, matchService, type Filter, type Names, type RawEntry } from './entries.js';
+import { SVC_F_AFFINITY, affinityKeyCodec, affinityValCodec, backendCodec, svcValCodec } from '../dataplane/layout.js';
 
 export const PAGE_LIMIT_DEFAULT = 500;
 export const PAGE_LIMIT_MAX = 5000;

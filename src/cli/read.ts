@@ -5,16 +5,16 @@
  * Two ways to read: from a running agent's API (`--api-addr`, the default),
  * or straight from the pins (`--bpf-root DIR`), which needs no agent (root
  * only; names come from the pinned sy_svc_meta / sy_be_meta). Both print the
- * same thing, since both use dataplane/inspect.ts. Drift needs the agent: the
+ * same thing, since both use read/entries.ts. Drift needs the agent: the
  * desired state lives there.
  */
 /* eslint-disable @typescript-eslint/no-explicit-any -- the API's answers are typed by hand-written JSON Schema here, not yet by one shared contract */
 import http from 'node:http';
 import { stringify } from 'yaml';
-import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../dataplane/inspect.js';
-import { mapStats, openPinnedMaps } from '../dataplane/maps.js';
+import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../read/entries.js';
+import { mapStats, openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
-import { listAffinity, listFlows, type PageQuery } from '../dataplane/tables.js';
+import { listAffinity, listFlows, type PageQuery } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
 
 export interface InspectOpts {

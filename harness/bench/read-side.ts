@@ -1,7 +1,7 @@
 /**
  * Cost of inspection and of the agent's per-sync bookkeeping at scale. Run as root:
  *
- *   node dist/harness/bench/inspect.js [--services 10000] [--endpoints 10]
+ *   node dist/harness/bench/read-side.js [--services 10000] [--endpoints 10]
  *
  * Loads bpf/sock_lb.o with its maps pinned in a fresh bpffs directory
  * (/sys/fs/bpf/sybench-insp), never attached, applies N ClusterIP Services
@@ -20,8 +20,8 @@ import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { SocketLbDatapath, cleanupDatapath } from '../../src/dataplane/datapath.js';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
-import { datapathMaps } from '../../src/dataplane/maps.js';
-import { backendCounters, resolveNames } from '../../src/dataplane/inspect.js';
+import { datapathMaps } from '../../src/read/maps.js';
+import { backendCounters, resolveNames } from '../../src/read/entries.js';
 import { PinnedNames } from '../../src/dataplane/names.js';
 import { buildApp } from '../../src/api/server.js';
 import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';

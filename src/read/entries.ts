@@ -9,11 +9,11 @@ import type { FrontendType } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { InspectMaps } from './maps.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
-import type { PinnedNames, ReconcilerNamesView, SvcName } from './names.js';
+import type { PinnedNames, ReconcilerNamesView, SvcName } from '../dataplane/names.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, DROP_REASONS, DROP_REASON_SLOTS, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL, SVC_F_NODEPORT,
   backendCodec, beStatsCodec, protoName, svc4KeyCodec, svc6KeyCodec, svcValCodec, type BackendVal, type SvcVal,
-} from './layout.js';
+} from '../dataplane/layout.js';
 
 // ---------------------------------------------------------------- names
 

@@ -2,17 +2,17 @@
  * The datapath's maps as a reader sees them: either the agent's own handles
  * (SocketLbDatapath) or the pins under a bpffs directory, opened by path, so
  * that `switchyard maps --bpf-root DIR` explains the kernel's state with no
- * agent running. Both give the same typed views; inspect.ts decodes them.
+ * agent running. Both give the same typed views; entries.ts decodes them.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { BpfMap, u32Codec, u64Codec, type Codec } from '../bpf/map.js';
 import { MapType, mapTypeName } from '../bpf/constants.js';
 import { isBpfError, native } from '../bpf/native.js';
-import { openInstalledPool, readPoolSlots } from './pool.js';
+import { openInstalledPool, readPoolSlots } from '../dataplane/pool.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
-import type { SocketLbDatapath } from './datapath.js';
-import { affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from './layout.js';
+import type { SocketLbDatapath } from '../dataplane/datapath.js';
+import { affinityKeyCodec, affinityValCodec, backendCodec, beStatsCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec } from '../dataplane/layout.js';
 
 export interface InspectMaps {
   readonly bpfRoot: string;
