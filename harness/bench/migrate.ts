@@ -28,7 +28,8 @@ import { Reconciler } from '../../src/dataplane/reconciler.js';
 import { migrations } from '../../src/dataplane/migrate.js';
 import { ct4KeyCodec, ct4ValCodec } from '../../src/dataplane/layout.js';
 import { native } from '../../src/bpf/native.js';
-import type { Backend, Frontend } from '../../src/model/types.js';
+import type { Frontend } from '../../src/model/types.js';
+import { syntheticFrontends } from './fixtures.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { buildNextLayout } from '../lab/next-build.js';
 
@@ -40,20 +41,7 @@ const E = Number(values.endpoints);
 const F = Number(values.flows);
 const root = '/sys/fs/bpf/sybench-mig';
 
-function frontends(): Frontend[] {
-  const out: Frontend[] = [];
-  for (let i = 0; i < N; i++) {
-    const backends: Backend[] = [];
-    for (let j = 0; j < E; j++) {
-      backends.push({ addr: `10.${128 + (i >> 14)}.${(i >> 6) & 0xff}.${((i & 63) << 2) + (j & 3)}`, family: 4, port: 8000 + j, protocol: 'TCP', ready: true, serving: true, terminating: false, local: j === 0, weight: 1, nodeName: `node-${j}` });
-    }
-    out.push({
-      servicePort: { namespace: `ns-${i % 50}`, name: `svc-${i}`, port: 'http', protocol: 'TCP' }, type: 'ClusterIP', family: 4,
-      addr: `10.${96 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`, port: 80, protocol: 'TCP', scope: 'internal', backends, affinityTimeoutSec: 0,
-    });
-  }
-  return out;
-}
+const frontends = (): Frontend[] => syntheticFrontends(N, E);
 
 /** F flows from 172.16.x.y:port to a NodePort, both directions, as the tc programs would have made them. */
 function fillFlows(tc: TcDatapath): void {

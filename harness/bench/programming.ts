@@ -38,6 +38,7 @@ import { Lab, defaultSpec } from '../lab/lab.js';
 import { ControlPlane, fillerClusterIp } from '../lab/controlplane.js';
 import { KubeProxy, rssOf } from '../lab/kubeproxy.js';
 import { settledAfter, type Trace } from '../lab/trace.js';
+import { endpointSlice } from '../lab/objects.js';
 
 const { values: argv } = parseArgs({
   options: {
@@ -129,15 +130,8 @@ function filler(k: number): object[] {
   ];
 }
 
-function probeSlice(pod: string): object {
-  return {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-    metadata: { name: 'probe-0', namespace: 'default', labels: { 'kubernetes.io/service-name': 'probe' } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: [lab.podIp(pod)], conditions: { ready: true }, nodeName: lab.pod(pod).node }],
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-  };
-}
+/** The probe Service's one endpoint: the pod the measured change points it at. */
+const probeSlice = (pod: string): object => endpointSlice(lab, 'probe', [pod], [{ name: 'http', port: 8080 }], { sliceName: 'probe-0' });
 
 /** Creates the objects, 16 requests in flight; returns the highest resourceVersion per kind. */
 async function createAll(client: ReturnType<typeof adminClient>, objects: any[], concurrency = 16): Promise<{ services?: string; endpointslices?: string }> {

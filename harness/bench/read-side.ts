@@ -25,7 +25,8 @@ import { backendCounters, resolveNames } from '../../src/read/entries.js';
 import { PinnedNames } from '../../src/dataplane/names.js';
 import { buildApp } from '../../src/api/server.js';
 import { agentMetrics, datapathMetrics } from '../../src/agent/metrics.js';
-import type { Backend, Frontend } from '../../src/model/types.js';
+import type { Frontend } from '../../src/model/types.js';
+import { syntheticFrontends } from './fixtures.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { readRawCounters } from '../../src/diagnose/stats.js';
 import type { Snapshot } from '../../src/source/types.js';
@@ -36,20 +37,7 @@ const N = Number(values.services);
 const E = Number(values.endpoints);
 const root = '/sys/fs/bpf/sybench-insp';
 
-function frontends(): Frontend[] {
-  const out: Frontend[] = [];
-  for (let i = 0; i < N; i++) {
-    const backends: Backend[] = [];
-    for (let j = 0; j < E; j++) {
-      backends.push({ addr: `10.${128 + (i >> 14)}.${(i >> 6) & 0xff}.${((i & 63) << 2) + (j & 3)}`, family: 4, port: 8000 + j, protocol: 'TCP', ready: true, serving: true, terminating: false, local: j === 0, weight: 1, nodeName: `node-${j}` });
-    }
-    out.push({
-      servicePort: { namespace: `ns-${i % 50}`, name: `svc-${i}`, port: 'http', protocol: 'TCP' }, type: 'ClusterIP', family: 4,
-      addr: `10.${96 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`, port: 80, protocol: 'TCP', scope: 'internal', backends, affinityTimeoutSec: 0,
-    });
-  }
-  return out;
-}
+const frontends = (): Frontend[] => syntheticFrontends(N, E);
 
 function ms(f: () => unknown): number {
   const t = process.hrtime.bigint();

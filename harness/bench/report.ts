@@ -219,15 +219,8 @@ function filler(k: number): object[] {
   ];
 }
 
-function probeSlice(pod: string): object {
-  return {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-    metadata: { name: 'probe-0', namespace: 'default', labels: { 'kubernetes.io/service-name': 'probe' } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: [lab.podIp(pod)], conditions: { ready: true }, nodeName: lab.pod(pod).node }],
-    ports: [{ name: 'tcp', port: 8080, protocol: 'TCP' }],
-  };
-}
+/** The probe Service's one endpoint: the pod the measured change points it at. */
+const probeSlice = (pod: string): object => endpointSlice(lab, 'probe', [pod], [{ name: 'tcp', port: 8080 }], { sliceName: 'probe-0' });
 
 function baseObjects(): object[] {
   return [

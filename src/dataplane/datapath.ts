@@ -10,7 +10,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { MapMigrator } from './migrate.js';
+import { loadMigrating, MigratingObject } from './migrate.js';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { attachTypeName } from '../bpf/constants.js';
@@ -96,7 +96,7 @@ export function mapFds(obj: NativeBpfObject, objectPath: string): (name: string)
   };
 }
 
-export class SocketLbDatapath {
+export class SocketLbDatapath extends MigratingObject {
   readonly svc4;
   readonly svc6;
   readonly backends;
@@ -118,9 +118,10 @@ export class SocketLbDatapath {
   private readonly programs: NativeProgram[];
 
   private constructor(
-    private readonly obj: NativeBpfObject,
+    obj: NativeBpfObject,
     readonly opts: Required<Omit<DatapathOptions, 'objectPath'>> & { objectPath: string },
   ) {
+    super(obj);
     const fd = mapFds(obj, opts.objectPath);
     this.svc4 = new BpfMap(fd('sy_svc4'), svc4KeyCodec, svcValCodec);
     this.svc6 = new BpfMap(fd('sy_svc6'), svc6KeyCodec, svcValCodec);
@@ -166,18 +167,7 @@ export class SocketLbDatapath {
       const feat = Buffer.alloc(4);
       feat.writeUInt32LE(opts.v4InV6 ? FEAT_V4_IN_V6 : 0);
       obj.setGlobal('sy_cfg_features', feat);
-      let migrator: MapMigrator;
-      try {
-        migrator = MapMigrator.load(obj);
-      } catch (e) {
-        if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
-          throw new Error(
-            `maps pinned under ${opts.bpfRoot} do not match this build or these sizes; ` +
-              `run "switchyard cleanup --bpf-root ${opts.bpfRoot} --cgroup ${opts.cgroupPath}" first.\n${e.message}`,
-          );
-        }
-        throw e;
-      }
+      const migrator = loadMigrating(obj, opts.bpfRoot, `switchyard cleanup --bpf-root ${opts.bpfRoot} --cgroup ${opts.cgroupPath}`);
       const d = new SocketLbDatapath(obj, opts);
       d.migrator = migrator;
       return d;
@@ -270,20 +260,25 @@ export class SocketLbDatapath {
   }
 
   /** Releases this process's handles; pinned maps and links keep the datapath running. */
-  /** Maps migrated at load (see migrate.ts): the old maps are let go once the new programs are attached. */
-  migrator?: MapMigrator;
-
-  /** What attach() does around its link swaps (refresh, finish), for a caller that attaches nothing (benchmarks). */
-  completeMigrations(): void {
-    this.migrator?.refresh(this.obj);
-    this.migrator?.finish(this.obj);
-  }
-
   close(): void {
-    this.migrator?.finish(this.obj);
     this.pool.close();
-    this.obj.close();
+    this.releaseObject();
   }
+}
+
+/** Detaches a pinned link (gone already is fine) and removes its pin. */
+export function detachPinnedLink(pin: string): void {
+  try {
+    const fd = native().objGet(pin);
+    try {
+      native().linkDetach(fd);
+    } finally {
+      native().close(fd);
+    }
+  } catch (e) {
+    if (!isBpfError(e)) throw e;
+  }
+  unlinkSync(pin);
 }
 
 /**
@@ -297,17 +292,7 @@ export function cleanupDatapath(bpfRoot: string): string[] {
   if (existsSync(ld)) {
     for (const name of readdirSync(ld)) {
       const pin = join(ld, name);
-      try {
-        const fd = native().objGet(pin);
-        try {
-          native().linkDetach(fd);
-        } finally {
-          native().close(fd);
-        }
-      } catch (e) {
-        if (!isBpfError(e)) throw e;
-      }
-      unlinkSync(pin);
+      detachPinnedLink(pin);
       removed.push(pin);
     }
     rmdirSync(ld);

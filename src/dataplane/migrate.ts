@@ -37,7 +37,7 @@
  *     swap added at the end.
  */
 import { existsSync, unlinkSync } from 'node:fs';
-import { native, type BtfType, type MapInfo, type NativeBpfObject, type NativeMapDesc } from '../bpf/native.js';
+import { isBpfError, native, type BtfType, type MapInfo, type NativeBpfObject, type NativeMapDesc } from '../bpf/native.js';
 import { BPF_ANY, BPF_NOEXIST, MapType } from '../bpf/constants.js';
 import { isPerCpuMap, valueBytes } from '../bpf/map.js';
 import { conversion, typeSignature, type Conversion } from '../bpf/btf.js';
@@ -372,5 +372,41 @@ function addIncrements(p: Pending, d: NativeMapDesc): void {
     if (!cur) continue; // the new map has no such key (a backend removed meanwhile)
     for (let o = 0; o + 8 <= cur.length; o += 8) cur.writeBigUInt64LE(BigInt.asUintN(64, cur.readBigUInt64LE(o) + add.readBigUInt64LE(o)), o);
     native().mapUpdate(d.fd, k, cur, BPF_ANY);
+  }
+}
+
+/**
+ * Loads an object against the maps pinned under bpfRoot, migrating those that
+ * do not fit. What libbpf still refuses (a pinned map it cannot reuse although
+ * nothing here saw a difference) comes back with what to run.
+ */
+export function loadMigrating(obj: NativeBpfObject, bpfRoot: string, cleanup: string): MapMigrator {
+  try {
+    return MapMigrator.load(obj);
+  } catch (e) {
+    if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
+      throw new Error(`maps pinned under ${bpfRoot} could not be reused nor migrated; the previous datapath keeps serving. Run "${cleanup}" to start over.\n${e.message}`);
+    }
+    throw e;
+  }
+}
+
+/** A loaded object whose pinned maps may be migrating: what the socket and the tc datapaths share. */
+export abstract class MigratingObject {
+  /** Maps migrated at load: the old maps are let go once the new programs are attached. */
+  migrator?: MapMigrator;
+
+  protected constructor(protected readonly obj: NativeBpfObject) {}
+
+  /** What attach() does around its link swaps (refresh, finish), for a caller that attaches nothing (benchmarks). */
+  completeMigrations(): void {
+    this.migrator?.refresh(this.obj);
+    this.migrator?.finish(this.obj);
+  }
+
+  /** Releases this process's handles; pinned maps and links keep the datapath running. */
+  protected releaseObject(): void {
+    this.migrator?.finish(this.obj);
+    this.obj.close();
   }
 }

@@ -16,13 +16,13 @@
 import { existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { MapMigrator } from './migrate.js';
+import { loadMigrating, MigratingObject } from './migrate.js';
 import { native, isBpfError, repoRoot, type NativeBpfObject, type NativeProgram } from '../bpf/native.js';
 import { BpfMap, u32Codec, u64Codec } from '../bpf/map.js';
 import { AttachType, LinkType } from '../bpf/constants.js';
 import { ensureBpffs } from '../util/sys.js';
 import { ALL_STRUCTS, TC_COUNTERS, TC_COUNTER_SLOTS, bindLayouts, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec, extValCodec, srcRange4KeyCodec, srcRange6KeyCodec, svc4KeyCodec, svc6KeyCodec } from './layout.js';
-import { DEFAULTS, configureMapSizes, mapFds, type MapSizes } from './datapath.js';
+import { DEFAULTS, configureMapSizes, detachPinnedLink, mapFds, type MapSizes } from './datapath.js';
 
 export const TC_LB_OBJECT = join(repoRoot, 'bpf', 'tc_lb.o');
 /** The same programs built without the kernel conntrack kfunc (Linux < 5.18, or no nf_conntrack). */
@@ -80,7 +80,7 @@ export interface TcAttachment {
 const linkDir = (root: string) => join(root, 'links');
 const pinName = (dev: string, dir: string) => `tc-${dev}-${dir}`;
 
-export class TcDatapath {
+export class TcDatapath extends MigratingObject {
   readonly ext4;
   readonly ext6;
   readonly srcRange4;
@@ -93,9 +93,10 @@ export class TcDatapath {
   private readonly programs: Map<string, NativeProgram>;
 
   private constructor(
-    private readonly obj: NativeBpfObject,
+    obj: NativeBpfObject,
     readonly opts: TcOptions & { masqMark: number; ct: CtTimeouts; objectPath: string },
   ) {
+    super(obj);
     const fd = mapFds(obj, opts.objectPath);
     this.ext4 = new BpfMap(fd('sy_ext4'), svc4KeyCodec, extValCodec);
     this.ext6 = new BpfMap(fd('sy_ext6'), svc6KeyCodec, extValCodec);
@@ -157,15 +158,7 @@ export class TcDatapath {
       obj.setGlobal('sy_cfg_ct_syn_sec', u32(ct.synSec));
       obj.setGlobal('sy_cfg_ct_close_sec', u32(ct.closeSec));
       obj.setGlobal('sy_cfg_ct_udp_sec', u32(ct.udpSec));
-      let migrator: MapMigrator;
-      try {
-        migrator = MapMigrator.load(obj);
-      } catch (e) {
-        if (isBpfError(e) && /reuse pinned map|incompatible/i.test(e.message)) {
-          throw new Error(`maps pinned under ${opts.bpfRoot} do not match this build or these sizes; run "switchyard cleanup" first.\n${e.message}`);
-        }
-        throw e;
-      }
+      const migrator = loadMigrating(obj, opts.bpfRoot, 'switchyard cleanup');
       const d = new TcDatapath(obj, opts);
       d.migrator = migrator;
       d.conntrackLookup = conntrack;
@@ -264,18 +257,8 @@ export class TcDatapath {
     return tcCounters(this.stats);
   }
 
-  /** Maps migrated at load (see migrate.ts): the old maps are let go once the new programs are attached. */
-  migrator?: MapMigrator;
-
-  /** What attach() does around its link swaps (refresh, finish), for a caller that attaches nothing (benchmarks). */
-  completeMigrations(): void {
-    this.migrator?.refresh(this.obj);
-    this.migrator?.finish(this.obj);
-  }
-
   close(): void {
-    this.migrator?.finish(this.obj);
-    this.obj.close();
+    this.releaseObject();
   }
 }
 
@@ -286,20 +269,6 @@ export function tcCounters(stats: BpfMap<number, bigint>): Record<string, bigint
     out[TC_COUNTERS[i]] = (stats.lookupPerCpu(i) ?? []).reduce((a, b) => a + b, 0n);
   }
   return out;
-}
-
-function detachPinnedLink(pin: string): void {
-  try {
-    const fd = native().objGet(pin);
-    try {
-      native().linkDetach(fd);
-    } finally {
-      native().close(fd);
-    }
-  } catch (e) {
-    if (!isBpfError(e)) throw e;
-  }
-  unlinkSync(pin);
 }
 
 /** Devices of this network namespace, with their addresses (iproute2's JSON). */

@@ -20,19 +20,11 @@
  * the one from the slice whose name sorts first (then the earlier endpoint in
  * that slice).
  */
-import type { Family, Protocol } from './types.js';
+import type { Backend, Protocol } from './types.js';
 import type { SliceNorm } from './validate.js';
 
-export interface EndpointInfo {
-  addr: string;
-  family: Family;
-  port: number;
-  nodeName?: string;
-  zone?: string;
-  ready: boolean;
-  serving: boolean;
-  terminating: boolean;
-  local: boolean;
+/** An endpoint as topology and traffic policy see it: a backend's address and conditions, and its hints. */
+export interface EndpointInfo extends Pick<Backend, 'addr' | 'family' | 'port' | 'nodeName' | 'zone' | 'ready' | 'serving' | 'terminating' | 'local'> {
   zoneHints: Set<string> | null;
   nodeHints: Set<string> | null;
 }

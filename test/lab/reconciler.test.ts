@@ -14,6 +14,7 @@ import { MapType } from '../../src/bpf/constants.js';
 import type { Backend, Frontend } from '../../src/model/types.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { TEST_LAB_PREFIX, requireLabCapabilities } from './capabilities.js';
+import { be, fe } from '../fixtures.js';
 
 const root = `/sys/fs/bpf/${TEST_LAB_PREFIX}-rec-${process.pid}`;
 let cgroup = '';
@@ -23,18 +24,6 @@ function load(extra: Partial<Parameters<typeof SocketLbDatapath.load>[0]> = {}):
   const dp = SocketLbDatapath.load({ bpfRoot: root, cgroupPath: cgroup, maxServices: 64, maxBackends: 64, ...extra });
   open.push(dp);
   return dp;
-}
-
-const be = (addr: string, port = 8080, o: Partial<Backend> = {}): Backend => ({
-  addr, family: addr.includes(':') ? 6 : 4, port, protocol: 'TCP', ready: true, serving: true, terminating: false, local: false, weight: 1, ...o,
-});
-
-function fe(name: string, addr: string, backends: Backend[], o: Partial<Frontend> = {}): Frontend {
-  return {
-    servicePort: { namespace: 'default', name, port: 'http', protocol: 'TCP' },
-    type: 'ClusterIP', family: addr.includes(':') ? 6 : 4, addr, port: 80, protocol: 'TCP', scope: 'internal',
-    backends, affinityTimeoutSec: 0, ...o,
-  };
 }
 
 /** Backend address → number of slots, read from the pool slots the frontend's entry names. */

@@ -6,20 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
-import type { Backend, Frontend } from '../../src/model/types.js';
 import { memoryMaps } from './memory-maps.js';
-
-const be = (addr: string, port = 8080, o: Partial<Backend> = {}): Backend => ({
-  addr, family: addr.includes(':') ? 6 : 4, port, protocol: 'TCP', ready: true, serving: true, terminating: false, local: false, weight: 1, ...o,
-});
-
-function fe(name: string, addr: string, backends: Backend[], o: Partial<Frontend> = {}): Frontend {
-  return {
-    servicePort: { namespace: 'default', name, port: 'http', protocol: 'TCP' },
-    type: 'ClusterIP', family: addr.includes(':') ? 6 : 4, addr, port: 80, protocol: 'TCP', scope: 'internal',
-    backends, affinityTimeoutSec: 0, ...o,
-  };
-}
+import { be, fe } from '../fixtures.js';
 
 /** Backend address → slots of the table the frontend's entry names. */
 function slots(m: ReturnType<typeof memoryMaps>, addr: string): Record<string, number> {
