@@ -10,7 +10,7 @@ import { resolveNames } from '../read/entries.js';
 import { openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
-import { isProblem } from '../diagnose/explain.js';
+import { isProblem, type ExplainReport } from '../diagnose/explain.js';
 import { human, renderExplain, renderTrace } from '../diagnose/render.js';
 import { ratesBetween, readStats, type StatsReport } from '../diagnose/stats.js';
 import { hostPort, listBackends, listServices } from '../read/entries.js';
@@ -19,7 +19,7 @@ import { PAGE_LIMIT_MAX, listAffinity, listFlows } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
 import { nodeReport } from '../diagnose/node.js';
 import { SnapshotCollector, collectExplain, writeArchive } from '../diagnose/snapshot.js';
-import { parseHostPort, trace, type TraceQuery } from '../diagnose/trace.js';
+import { parseHostPort, trace, type TraceQuery, type TraceReport } from '../diagnose/trace.js';
 import { FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
 import { loadApiConfig } from '../source/apiconfig.js';
@@ -130,7 +130,7 @@ export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): 
       } finally {
         d.close();
       }
-    } else list = await apiGet(o['api-addr'], `/v1/explain${o.problems ? '?problems=true' : ''}`);
+    } else list = await apiGet<typeof list>(o['api-addr'], `/v1/explain${o.problems ? '?problems=true' : ''}`);
     print(out, list, () =>
       list.items.length === 0
         ? o.problems ? `no Service with a problem on ${list.node}` : `no Service on ${list.node}`
@@ -139,7 +139,7 @@ export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): 
     return list.items.some((i) => isProblem(i.verdict.code)) ? 1 : 0;
   }
   const ref = parseServiceRef(arg);
-  let report;
+  let report: ExplainReport;
   if (root) {
     const d = await pinsDiagnose(o);
     try {
@@ -148,7 +148,7 @@ export async function explainCommand(arg: string | undefined, o: DiagnoseOpts): 
       d.close();
     }
   } else {
-    report = await apiGet(o['api-addr'], `/v1/explain/${encodeURIComponent(arg)}${qs({ probe: o.probe ? 'true' : undefined, from: o.from })}`);
+    report = await apiGet<ExplainReport>(o['api-addr'], `/v1/explain/${encodeURIComponent(arg)}${qs({ probe: o.probe ? 'true' : undefined, from: o.from })}`);
   }
   print(out, report, () => renderExplain(report));
   return isProblem(report.verdict.code) ? 1 : 0;
@@ -160,7 +160,7 @@ export async function traceCommand(o: DiagnoseOpts): Promise<number> {
   const proto = (o.proto ?? 'tcp').toUpperCase();
   if (proto !== 'TCP' && proto !== 'UDP') throw new Error(`--proto ${o.proto}: want tcp or udp`);
   if (o.cookie !== undefined && !/^([0-9]{1,20}|0x[0-9a-fA-F]{1,16})$/.test(o.cookie)) throw new Error(`--cookie ${o.cookie}: want the socket cookie, decimal or 0x-hex (ss -e prints it as sk:HEX)`);
-  let report;
+  let report: TraceReport;
   if (o['bpf-root']) {
     const to = parseHostPort(o.to, true, '--to');
     const from = o.from !== undefined ? parseHostPort(o.from, false, '--from') : undefined;
@@ -180,7 +180,7 @@ export async function traceCommand(o: DiagnoseOpts): Promise<number> {
       maps.close();
     }
   } else {
-    report = await apiGet(
+    report = await apiGet<TraceReport>(
       o['api-addr'],
       `/v1/trace${qs({ to: o.to, from: o.from, protocol: proto, nodeClient: o['node-client'] ? 'true' : undefined, cookie: o.cookie })}`,
     );
@@ -201,7 +201,7 @@ export async function statsCommand(o: StatsOpts): Promise<number> {
   const intervalSec = o.interval === undefined ? 2 : Number(o.interval);
   if (!Number.isFinite(intervalSec) || intervalSec <= 0 || intervalSec > 600) throw new Error(`--interval ${o.interval}: want seconds, more than 0 and at most 600`);
   const read = async (): Promise<StatsReport> => {
-    if (!o['bpf-root']) return apiGet(o['api-addr'], `/v1/stats${qs(q)}`);
+    if (!o['bpf-root']) return apiGet<StatsReport>(o['api-addr'], `/v1/stats${qs(q)}`);
     const maps = openPinnedMaps(o['bpf-root']);
     const pinned = PinnedNames.openForRead(o['bpf-root']);
     try {
@@ -283,10 +283,14 @@ export async function snapshotCommand(o: DiagnoseOpts): Promise<number> {
     await c.add('flows.json', api(`/v1/flows?limit=${PAGE_LIMIT_MAX}`));
     await c.add('stats.json', api('/v1/stats'));
     await c.add('drift.json', api('/v1/drift'));
-    await collectExplain(c, api('/v1/explain'), (ns, name) => apiGet(o['api-addr'], `/v1/explain/${encodeURIComponent(`${ns}/${name}`)}`));
+    await collectExplain(
+      c,
+      () => apiGet<Awaited<ReturnType<typeof explainAll>>>(o['api-addr'], '/v1/explain'),
+      (ns, name) => apiGet<ExplainReport>(o['api-addr'], `/v1/explain/${encodeURIComponent(`${ns}/${name}`)}`),
+    );
     await c.add('metrics.txt', api('/metrics'), true);
     await c.add('logs.jsonl', async () => {
-      const l = await apiGet(o['api-addr'], '/v1/logs');
+      const l = await apiGet<{ lines: string[]; dropped: number }>(o['api-addr'], '/v1/logs');
       return `${l.lines.join('\n')}\n${l.dropped ? `{"note":"${l.dropped} older lines no longer kept"}\n` : ''}`;
     }, true);
     await c.add('node.json', api('/v1/node'));

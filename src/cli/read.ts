@@ -8,13 +8,13 @@
  * same thing, since both use read/entries.ts. Drift needs the agent: the
  * desired state lives there.
  */
-/* eslint-disable @typescript-eslint/no-explicit-any -- the API's answers are typed by hand-written JSON Schema here, not yet by one shared contract */
 import http from 'node:http';
+import type { DriftResponse, StatusResponse } from '../api/contract.js';
 import { stringify } from 'yaml';
-import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames } from '../read/entries.js';
+import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames, type BackendEntry, type MaglevEntry, type ServiceEntry } from '../read/entries.js';
 import { mapStats, openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
-import { listAffinity, listFlows, type PageQuery } from '../read/tables.js';
+import { listAffinity, listFlows, type Page, type PageQuery } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
 
 export interface InspectOpts {
@@ -60,8 +60,12 @@ function unixGet(socketPath: string, path: string): Promise<{ status: number; te
   });
 }
 
-/** GET from the agent; an error answer becomes an Error carrying the API's message. */
-export async function apiGet(apiAddr: string | undefined, path: string): Promise<any> {
+/**
+ * GET from the agent; an error answer becomes an Error carrying the API's message. The answer
+ * is typed by the caller: the read side's own types (the API serves what src/read/ returns) or
+ * the types derived from the API's schemas (src/api/contract.ts).
+ */
+export async function apiGet<T = unknown>(apiAddr: string | undefined, path: string): Promise<T> {
   let r: { ok: boolean; status: number };
   let text: string;
   if (apiAddr?.startsWith('unix:')) {
@@ -80,14 +84,14 @@ export async function apiGet(apiAddr: string | undefined, path: string): Promise
     r = res;
     text = await res.text();
   }
-  let body: any;
+  let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
     body = text;
   }
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}: ${body?.message ?? text}`);
-  return body;
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}: ${(body as { message?: string } | null)?.message ?? text}`);
+  return body as T;
 }
 
 /** Aligned columns, upper-case headers, like kubectl. */
@@ -132,29 +136,29 @@ function direct<T>(bpfRoot: string, f: (ctx: { maps: ReturnType<typeof openPinne
 }
 
 /** Every item of a paged list of the API (follows `continue`). */
-export async function apiGetAll(apiAddr: string | undefined, path: string): Promise<{ items: any[] }> {
-  const items: any[] = [];
+export async function apiGetAll<T>(apiAddr: string | undefined, path: string): Promise<{ items: T[] }> {
+  const items: T[] = [];
   let token: string | null = null;
   do {
     const sep = path.includes('?') ? '&' : '?';
-    const page: { items: any[]; continue?: string | null } = await apiGet(apiAddr, token ? `${path}${sep}continue=${encodeURIComponent(token)}` : path);
+    const page: { items: T[]; continue?: string | null } = await apiGet<{ items: T[]; continue?: string | null }>(apiAddr, token ? `${path}${sep}continue=${encodeURIComponent(token)}` : path);
     items.push(...page.items);
     token = page.continue ?? null;
   } while (token);
   return { items };
 }
 
-async function pages(o: InspectOpts, path: string, read: (q: PageQuery) => any): Promise<{ items: any[]; continue: string | null; note?: string }> {
+async function pages<T>(o: InspectOpts, path: string, read: (q: PageQuery) => Page<T>): Promise<Page<T>> {
   // One page when --limit is given (its continue token is printed); else every page.
   const one = o.limit !== undefined;
-  const items: any[] = [];
+  const items: T[] = [];
   let token = o.continue;
   let note: string | undefined;
   for (;;) {
     const q: Record<string, string> = { ...query(o, true), ...(token ? { continue: token } : {}) };
     const page = o['bpf-root']
       ? read({ namespace: q.namespace, service: q.service, backend: q.backend, raw: o.raw, limit: q.limit ? Number(q.limit) : undefined, continue: q.continue })
-      : await apiGet(o['api-addr'], `${path}${qs(q)}`);
+      : await apiGet<Page<T>>(o['api-addr'], `${path}${qs(q)}`);
     items.push(...page.items);
     note = page.note;
     token = page.continue ?? undefined;
@@ -169,15 +173,15 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
     case 'services': {
       const items = root
         ? direct(root, ({ maps, names }) => listServices(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGetAll(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
+        : (await apiGetAll<ServiceEntry>(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
       print(out, { items }, () =>
         table(
-          items.map((s: any) => ({
+          items.map((s) => ({
             namespace: s.namespace, name: s.service, port: s.portName, type: s.type, frontend: `${hostPort(s.address, s.port)}/${s.protocol}`, scope: s.scope,
             id: s.svcId, flags: s.flags.join(','), affinity: s.affinityTimeoutSec ? `${s.affinityTimeoutSec}s` : '', m: s.maglevSize,
             translations: s.counters.translations, refused: s.counters.refused,
             backends: s.backends.length === 0 ? '(none: refused)' : s.backends
-              .map((b: any) => `${b.address === null ? `#${b.id}?` : hostPort(b.address, b.port)}${out === 'wide' ? `(${b.slots})` : ''}${b.state === 'terminating' ? '[terminating]' : ''}`)
+              .map((b) => `${b.address === null ? `#${b.id}?` : hostPort(b.address, b.port ?? 0)}${out === 'wide' ? `(${b.slots})` : ''}${b.state === 'terminating' ? '[terminating]' : ''}`)
               .join(', '),
           })),
           out === 'wide'
@@ -190,10 +194,10 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
     case 'backends': {
       const items = root
         ? direct(root, ({ maps, names }) => listBackends(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGetAll(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
+        : (await apiGetAll<BackendEntry>(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
       print(out, { items }, () =>
         table(
-          items.map((b: any) => ({
+          items.map((b) => ({
             ...b, name: b.service, port: b.portName, address: `${hostPort(b.address, b.port)}/${b.protocol}`, local: b.local ? 'yes' : 'no',
             connections: b.counters?.connections, refused: b.counters?.refused, packets: b.counters?.packets, bytes: b.counters?.bytes,
           })),
@@ -210,18 +214,18 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
       if (!ref) throw new Error(`maps maglev: ${JSON.stringify(arg)} is neither namespace/name[:port] nor a svc id`);
       const items = root
         ? direct(root, ({ maps, names }) => maglevOf(maps, names, ref, o.full === true))
-        : (await apiGet(o['api-addr'], `/v1/maglev/${encodeURIComponent(arg)}${o.full ? '?full=true' : ''}`)).items;
+        : (await apiGet<{ items: MaglevEntry[] }>(o['api-addr'], `/v1/maglev/${encodeURIComponent(arg)}${o.full ? '?full=true' : ''}`)).items;
       if (items.length === 0) throw new Error(`no frontend in the maps for ${arg}`);
       print(out, { items }, () =>
         items
-          .map((t: any) => {
+          .map((t) => {
             const head = `${svcName(t)}  ${hostPort(t.address, t.port)}/${t.protocol} ${t.scope}  svc ${t.svcId}  M=${t.m}`;
             const body = table(
-              t.backends.map((b: any) => ({ backend: b.id, address: b.address === null ? '(missing)' : hostPort(b.address, b.port), slots: b.slots, share: `${(b.share * 100).toFixed(2)}%` })),
+              t.backends.map((b) => ({ backend: b.id, address: b.address === null ? '(missing)' : hostPort(b.address, b.port ?? 0), slots: b.slots, share: `${(b.share * 100).toFixed(2)}%` })),
               ['backend', 'address', 'slots', 'share'],
             );
             const full = t.table
-              ? `\nslot → backend id:\n${Array.from({ length: Math.ceil(t.table.length / 16) }, (_, i) => `${String(i * 16).padStart(6)}: ${t.table.slice(i * 16, i * 16 + 16).join(' ')}`).join('\n')}`
+              ? `\nslot → backend id:\n${Array.from({ length: Math.ceil(t.table.length / 16) }, (_, i) => `${String(i * 16).padStart(6)}: ${(t.table ?? []).slice(i * 16, i * 16 + 16).join(' ')}`).join('\n')}`
               : '';
             return `${head}\n${body}${full}`;
           })
@@ -234,7 +238,7 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
       print(out, page, () =>
         [
           table(
-            page.items.map((a: any) => ({ client: a.client, service: svcName(a), backend: a.backend ?? `#${a.backendId} (gone)`, idle: `${a.idleSec.toFixed(1)}s`, expired: a.expired ? 'yes' : 'no', id: a.svcId })),
+            page.items.map((a) => ({ client: a.client, service: svcName(a), backend: a.backend ?? `#${a.backendId} (gone)`, idle: `${a.idleSec.toFixed(1)}s`, expired: a.expired ? 'yes' : 'no', id: a.svcId })),
             out === 'wide' ? ['client', 'service', 'id', 'backend', 'idle', 'expired'] : ['client', 'service', 'backend', 'idle', 'expired'],
           ),
           ...(page.note ? [`note: ${page.note}`] : []),
@@ -249,7 +253,7 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
         [
           page.items.length || !page.note
             ? table(
-                page.items.map((f: any) => ({
+                page.items.map((f) => ({
                   map: f.map, service: f.svcId === null ? '' : svcName(f), backend: f.backend ?? '',
                   fields: Object.entries(f.fields).map(([k, v]) => `${k}=${v}`).join(' '),
                 })),
@@ -270,7 +274,10 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
 export async function statusCommand(o: InspectOpts): Promise<number> {
   const out = outputOf(o);
   const root = o['bpf-root'];
-  const s = root ? { bpfRoot: root, links: pinnedLinks(root), kernel: probeFeatures(), maps: mapStats(root) } : await apiGet(o['api-addr'], '/v1/status');
+  // Through the pins: what the kernel says, in the API's shape (the agent's part is absent).
+  const s: StatusResponse = root
+    ? { bpfRoot: root, links: pinnedLinks(root).map((l) => ({ ...l })), kernel: { ...probeFeatures() }, maps: mapStats(root).map((m) => ({ ...m })) }
+    : await apiGet<StatusResponse>(o['api-addr'], '/v1/status');
   print(out, s, () => {
     const lines: string[] = [];
     if (s.node !== undefined) {
@@ -279,18 +286,18 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
       const ls = s.lastSync;
       lines.push(
         ls
-          ? `Last sync:   ${ls.at}  ${ls.durationMs.toFixed(1)} ms  ${ls.frontends} frontends, ${ls.backends} backends; written ${ls.written.services}/${ls.written.tables}/${ls.written.backends}, deleted ${ls.deleted.services}/${ls.deleted.tables}/${ls.deleted.backends} (services/tables/backends), ${ls.errors.length} errors`
+          ? `Last sync:   ${ls.at}  ${(ls.durationMs ?? 0).toFixed(1)} ms  ${ls.frontends} frontends, ${ls.backends} backends; written ${ls.written?.services}/${ls.written?.tables}/${ls.written?.backends}, deleted ${ls.deleted?.services}/${ls.deleted?.tables}/${ls.deleted?.backends} (services/tables/backends), ${ls.errors?.length ?? 0} errors`
           : 'Last sync:   none yet',
       );
       if (s.resync) lines.push(`Resync:      every ${s.resync.intervalSec}s, ${s.resync.runs} runs, last ${s.resync.lastAt ?? '-'} (${s.resync.lastRepaired} drifted entries)`);
       for (const [i, m] of (s.mapMigrations ?? []).entries()) {
         lines.push(
-          `${i === 0 ? 'Migrated:    ' : '             '}${m.map} (${m.reasons.join('; ')}): ${m.copied} ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped` +
+          `${i === 0 ? 'Migrated:    ' : '             '}${m.map} (${(m.reasons ?? []).join('; ')}): ${m.copied} ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped` +
             (m.refreshed || m.late ? `, ${m.refreshed} refreshed, ${m.late} late` : '') +
             (m.finishedAt ? ` in ${m.durationMs} ms` : ' — not finished: the previous programs still serve'),
         );
       }
-      if (s.rejected?.length) lines.push(`Rejected:    ${s.rejected.map((r: any) => `${r.kind} ${r.namespace}/${r.name}: ${r.reason}`).join('\n             ')}`);
+      if (s.rejected?.length) lines.push(`Rejected:    ${s.rejected.map((r) => `${r.kind} ${r.namespace}/${r.name}: ${r.reason}`).join('\n             ')}`);
     }
     lines.push(`BPF root:    ${s.bpfRoot}`);
     const k = s.kernel;
@@ -299,11 +306,11 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
       lines.push(`Features:    vmlinux BTF ${k.vmlinuxBtf ? 'yes' : 'no'}, batch map ops ${k.batchOps ? 'yes' : 'no'}, inner maps of any size ${k.innerMapVarSize ? 'yes' : 'no'}, bpf_stats ${k.bpfStats ? 'on' : 'off'}`);
     }
     lines.push('', 'Links:');
-    lines.push(table(s.links.map((l: any) => ({ program: l.pin, hook: l.attachType, link: l.linkId, prog: l.progId })), ['program', 'hook', 'link', 'prog']));
+    lines.push(table((s.links ?? []).map((l) => ({ program: l.pin, hook: l.attachType, link: l.linkId, prog: l.progId })), ['program', 'hook', 'link', 'prog']));
     lines.push('', 'Maps:');
     lines.push(
       table(
-        s.maps.map((m: any) => ({ ...m, entries: m.entries ?? '(array)', use: m.entries === null ? '' : `${((100 * m.entries) / m.capacity).toFixed(1)}%` })),
+        (s.maps ?? []).map((m) => ({ ...m, entries: m.entries ?? '(array)', use: m.entries == null || !m.capacity ? '' : `${((100 * m.entries) / m.capacity).toFixed(1)}%` })),
         ['name', 'type', 'entries', 'capacity', 'use'],
       ),
     );
@@ -316,12 +323,13 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
 export async function driftCommand(o: InspectOpts): Promise<number> {
   const out = outputOf(o);
   if (o['bpf-root']) throw new Error('drift compares the maps with the desired state, which lives in the agent: use --api-addr');
-  const d = await apiGet(o['api-addr'], '/v1/drift');
+  const d = await apiGet<DriftResponse>(o['api-addr'], '/v1/drift');
+  const items = d.items ?? [];
   const show = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' || typeof v === 'number' ? String(v) : JSON.stringify(v));
   print(out, d, () =>
-    d.items.length === 0
+    items.length === 0
       ? 'in sync: the maps hold exactly the desired state'
-      : table(d.items.map((e: any) => ({ kind: e.kind, map: e.map, key: show(e.key), expected: show(e.expected), actual: show(e.actual) })), ['kind', 'map', 'key', 'expected', 'actual']),
+      : table(items.map((e) => ({ kind: e.kind, map: e.map, key: show(e.key), expected: show(e.expected), actual: show(e.actual) })), ['kind', 'map', 'key', 'expected', 'actual']),
   );
-  return d.items.length === 0 ? 0 : 1;
+  return items.length === 0 ? 0 : 1;
 }
