@@ -7,7 +7,7 @@
  * ever sees a half-programmed map, and /readyz turns true only after both.
  */
 import type { Logger } from 'pino';
-import { ModelCache, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeInfoKey } from '../model/index.js';
+import { nodeEligibility, nodeInfoFromObject, nodeInfoKey } from '../model/index.js';
 import { IncrementalModel } from '../model/incremental.js';
 import type { DesiredState, Frontend, NodeInfo, Rejection } from '../model/types.js';
 import type { Snapshot, Source } from '../source/types.js';
@@ -142,8 +142,7 @@ export class Agent {
   private notProgrammed: SyncError[] = [];
   private rejected: Rejection[] = [];
   private readonly now: () => number;
-  private readonly modelCache = new ModelCache();
-  /** The model for sources that say what changed (Snapshot.delta): per event, the changed Services only. */
+  /** The model: per snapshot with a delta, the changed Services only; else a reset. */
   private incremental?: IncrementalModel;
   /** The last apply went through (a hinted apply needs the maps to hold the previous desired state). */
   private lastApplyOk = false;
@@ -535,29 +534,21 @@ export class Agent {
       let desired: DesiredState;
       let hint: ApplyHint | undefined;
       let serving: number | undefined;
-      if (s.delta || this.incremental || this.d.source.deltas) {
-        // A source that says what changed: the incremental model, reset on a snapshot
-        // without a delta (first, relist, Node change) and whenever the Node object changed.
-        this.incremental ??= new IncrementalModel({ serviceProxyName: this.d.serviceProxyName });
-        // Only what the model reads of the Node matters: a status update (heartbeat) is no reason to rebuild.
-        if (s.delta && this.incremental.ready && nodeKey === this.lastNodeKey) {
-          const r = this.incremental.update(s.delta);
-          desired = r.desired;
-          serving = r.services;
-          // The reconciler may skip the unchanged Services only when the maps hold the last result.
-          if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
-        } else {
-          metrics.modelRebuilds.inc({ reason: s.delta && this.incremental.ready ? 'node' : 'full' });
-          const r = this.incremental.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo });
-          desired = r.desired;
-          serving = r.services;
-        }
+      // The incremental model is the only model: a snapshot with a delta updates the Services it names;
+      // one without (a source's first, a relist, a Node change, a source that cannot tell) resets it.
+      const model = (this.incremental ??= new IncrementalModel({ serviceProxyName: this.d.serviceProxyName }));
+      // Only what the model reads of the Node matters: a status update (heartbeat) is no reason to rebuild.
+      if (s.delta && model.ready && nodeKey === this.lastNodeKey) {
+        const r = model.update(s.delta);
+        desired = r.desired;
+        serving = r.services;
+        // The reconciler may skip the unchanged Services only when the maps hold the last result.
+        if (this.lastApplyOk) hint = { services: r.changed!, frontendsOf: r.frontendsOf };
       } else {
-        desired = buildDesiredState(
-          { services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo },
-          { serviceProxyName: this.d.serviceProxyName },
-          this.modelCache,
-        );
+        metrics.modelRebuilds.inc({ reason: s.delta && model.ready ? 'node' : 'full' });
+        const r = model.reset({ services: s.services, endpointSlices: s.endpointSlices, node: nodeInfo });
+        desired = r.desired;
+        serving = r.services;
       }
       this.lastNodeKey = nodeKey;
       this.modelOut = { snapshot: s, desired, node: nodeInfo };

@@ -33,8 +33,6 @@ import {
   describeValue,
   isObject,
   nodeFields,
-  normalizeService,
-  normalizeSlice,
   type ServicePortSpec,
   type ServiceSpecNorm,
   type SliceNorm,
@@ -53,6 +51,7 @@ import type {
   ServicePortName,
 } from './types.js';
 import { servicePortKey } from './types.js';
+import { IncrementalModel } from './incremental.js';
 
 export * from './types.js';
 export { canonicalIP, compareAddr, ipFamily, parseIP } from './ip.js';
@@ -308,22 +307,10 @@ export function serviceOutput(svc: ServiceSpecNorm, own: SliceNorm[], node: Node
  * objects of an unchanged Service are reused from build to build).
  */
 const keys1 = new WeakMap<object, string>();
-const keys2 = new WeakMap<object, string>();
 function keyOf(o: object, make: () => string): string {
   let k = keys1.get(o);
   if (k === undefined) keys1.set(o, (k = make()));
   return k;
-}
-function keyOf2(o: object, make: () => string): string {
-  let k = keys2.get(o);
-  if (k === undefined) keys2.set(o, (k = make()));
-  return k;
-}
-
-function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 function byNamespaceName<T extends { namespace: string; name: string }>(a: T, b: T): number {
@@ -331,134 +318,13 @@ function byNamespaceName<T extends { namespace: string; name: string }>(a: T, b:
 }
 
 /**
- * Memo for repeated builds: normalised objects per raw object (by identity) and
- * frontends per Service (by the identity of its normalised Service, its slices
- * and the node). A Service whose objects did not change keeps its Frontend
- * objects, which lets the reconciler skip it in O(1). Results are identical to
- * a build without the cache.
+ * The desired state from every object at once: a reset of the incremental
+ * model (src/model/incremental.ts), the one model the agent runs. Tests,
+ * explain and one-off reads use this form; the agent keeps its model and
+ * updates it with what changed.
  */
-export class ModelCache {
-  readonly services = new WeakMap<object, { out: ReturnType<typeof normalizeService>; rejected: Rejection[] }>();
-  readonly slices = new WeakMap<object, { out: ReturnType<typeof normalizeSlice>; rejected: Rejection[] }>();
-  perService = new Map<string, { svc: ServiceSpecNorm; slices: SliceNorm[]; nodeSig: string; frontends: Frontend[]; healthCheck?: HealthCheckPort }>();
-}
-
-function memo<R>(
-  cache: WeakMap<object, { out: R; rejected: Rejection[] }> | undefined,
-  raw: unknown,
-  rejected: Rejection[],
-  fn: (rej: Rejection[]) => R,
-): R {
-  if (!cache || typeof raw !== 'object' || raw === null) return fn(rejected);
-  let hit = cache.get(raw);
-  if (!hit) {
-    const rej: Rejection[] = [];
-    hit = { out: fn(rej), rejected: rej };
-    cache.set(raw, hit);
-  }
-  rejected.push(...hit.rejected);
-  return hit.out;
-}
-
-export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}, cache?: ModelCache): DesiredState {
-  const rejected: Rejection[] = [];
-  const selector = { serviceProxyName: opts.serviceProxyName };
-
-  const node = normalizeNode(input.node, rejected);
-
-  // Services (first object wins on a duplicate namespace/name).
-  const services: ServiceSpecNorm[] = [];
-  const seenSvc = new Set<string>();
-  for (const raw of Array.isArray(input.services) ? input.services : []) {
-    const r = memo(cache?.services, raw, rejected, (rej) => normalizeService(raw, selector, rej));
-    if (r.kind !== 'ok') continue;
-    const k = keyOf(r.svc, () => serviceKey(r.svc.namespace, r.svc.name));
-    if (seenSvc.has(k)) {
-      rejected.push({ kind: 'Service', namespace: r.svc.namespace, name: r.svc.name, reason: 'duplicate Service object; the first one is used' });
-      continue;
-    }
-    seenSvc.add(k);
-    services.push(r.svc);
-  }
-  services.sort(byNamespaceName);
-
-  // EndpointSlices.
-  const slices: SliceNorm[] = [];
-  const seenSlice = new Set<string>();
-  for (const raw of Array.isArray(input.endpointSlices) ? input.endpointSlices : []) {
-    const r = memo(cache?.slices, raw, rejected, (rej) => normalizeSlice(raw, selector, rej));
-    if (r.kind !== 'ok') continue;
-    const k = keyOf(r.slice, () => `${r.slice.namespace}/${r.slice.name}`);
-    if (seenSlice.has(k)) {
-      rejected.push({ kind: 'EndpointSlice', namespace: r.slice.namespace, name: r.slice.name, reason: 'duplicate EndpointSlice object; the first one is used' });
-      continue;
-    }
-    seenSlice.add(k);
-    slices.push(r.slice);
-  }
-  // Frontends, per Service from its own slices (reused when nothing of it changed).
-  const slicesBySvc = new Map<string, SliceNorm[]>();
-  for (const sl of slices) {
-    const k = keyOf2(sl, () => serviceKey(sl.namespace, sl.serviceName));
-    const list = slicesBySvc.get(k);
-    if (list) list.push(sl);
-    else slicesBySvc.set(k, [sl]);
-  }
-  const nodeSig = cache ? JSON.stringify(node) : '';
-  const perService: ModelCache['perService'] = new Map();
-  const all: Frontend[] = [];
-  const healthChecks: HealthCheckPort[] = [];
-  for (const svc of services) {
-    const sk = keyOf(svc, () => serviceKey(svc.namespace, svc.name));
-    const own = (slicesBySvc.get(sk) ?? []).sort((a, b) => cmpStr(a.name, b.name));
-    const prev = cache?.perService.get(sk);
-    let fes: Frontend[];
-    let hc: HealthCheckPort | undefined;
-    if (prev && prev.svc === svc && prev.nodeSig === nodeSig && sameItems(prev.slices, own)) {
-      fes = prev.frontends;
-      hc = prev.healthCheck;
-    } else {
-      ({ frontends: fes, healthCheck: hc } = serviceOutput(svc, own, node));
-    }
-    if (hc) healthChecks.push(hc);
-    if (cache) perService.set(sk, { svc, slices: own, nodeSig, frontends: fes, healthCheck: hc });
-    for (const f of fes) all.push(f);
-  }
-  if (cache) cache.perService = perService;
-
-  // Resolve collisions. An address:port/protocol can belong to one Service
-  // port only. The apiserver keeps cluster IPs and node ports unique, but
-  // externalIPs and LB ingress IPs are free-form and may repeat another
-  // Service's address. The owner is chosen by type (ClusterIP > LoadBalancer >
-  // ExternalIP > NodePort), then by the smaller namespace/name:port/protocol
-  // key; the owner's frontends are kept in both scopes and every other Service
-  // port's frontends on that address are dropped, with a Rejection on the
-  // losing Service. Within the owner, two frontends on the same scope (e.g. an
-  // externalIP equal to its own LB IP) are merged silently, the higher type
-  // winning.
-  // Only addresses claimed more than once need the ordering (most have one claimant).
-  const addrKey = addrKeyOf;
-  const claims = new Map<string, Frontend | Frontend[]>();
-  for (const f of all) {
-    const k = addrKey(f);
-    const cur = claims.get(k);
-    if (cur === undefined) claims.set(k, f);
-    else if (Array.isArray(cur)) cur.push(f);
-    else claims.set(k, [cur, f]);
-  }
-  const dropped = new Set<Frontend>();
-  const collisions: Rejection[] = [];
-  for (const group of claims.values()) {
-    if (!Array.isArray(group)) continue;
-    resolveClaims(group, dropped, collisions);
-  }
-  const frontends = dropped.size === 0 ? all : all.filter((f) => !dropped.has(f));
-  collisions.sort(compareCollisions);
-  return {
-    frontends,
-    rejected: finishRejections([...rejected, ...collisions]),
-    healthChecks: healthChecks.sort(compareHealthChecks),
-  };
+export function buildDesiredState(input: ModelInput, opts: ModelOptions = {}): DesiredState {
+  return new IncrementalModel(opts).reset(input).desired;
 }
 
 export const compareCollisions = (a: Rejection, b: Rejection): number => byNamespaceName(a, b) || cmpStr(a.reason, b.reason);

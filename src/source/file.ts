@@ -17,6 +17,7 @@ import { parseAllDocuments } from 'yaml';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { DEFAULT_AFFINITY_TIMEOUT_SEC } from '../model/validate.js';
 import type { Snapshot, Source } from './types.js';
+import { serviceObjectKey, sliceServiceKey, type KeyObjects } from '../model/incremental.js';
 
 function listFiles(path: string): string[] {
   if (!existsSync(path)) return [];
@@ -197,7 +198,43 @@ export function parseObjects(text: string, file: string): ParsedFile {
   return out;
 }
 
+/** The objects of a snapshot filed by Service key, as the incremental model reads them. */
+function groupByService(snap: Snapshot): Map<string, KeyObjects> {
+  const groups = new Map<string, KeyObjects>();
+  const group = (k: string) => {
+    let g = groups.get(k);
+    if (!g) groups.set(k, (g = { services: [], slices: [] }));
+    return g;
+  };
+  for (const raw of snap.services) group(serviceObjectKey(raw)).services.push(raw);
+  for (const raw of snap.endpointSlices) group(sliceServiceKey(raw)).slices.push(raw);
+  return groups;
+}
+
+const sameObjects = (a: readonly unknown[], b: readonly unknown[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/**
+ * What changed between two reads, by Service key: the keys whose Service or
+ * EndpointSlices are not the same objects any more (read() keeps an unchanged
+ * object's identity), with what the files hold for each now. Undefined when
+ * the Nodes changed: then anything may have (as after a relist).
+ */
+export function fileDelta(prev: Map<string, KeyObjects>, prevNodes: readonly unknown[], next: Map<string, KeyObjects>, nodes: readonly unknown[]): Map<string, KeyObjects> | undefined {
+  if (!sameObjects(prevNodes, nodes)) return undefined;
+  const delta = new Map<string, KeyObjects>();
+  for (const [k, g] of next) {
+    const p = prev.get(k);
+    if (!p || !sameObjects(p.services, g.services) || !sameObjects(p.slices, g.slices)) delta.set(k, g);
+  }
+  for (const k of prev.keys()) if (!next.has(k)) delta.set(k, { services: [], slices: [] });
+  return delta;
+}
+
 export class FileSource implements Source {
+  /** Snapshots after the first say what changed (fileDelta): the agent's incremental model applies only that. */
+  readonly deltas = true;
+  private groups = new Map<string, KeyObjects>();
+  private nodes: readonly unknown[] = [];
   private watcher?: FSWatcher;
   private poll?: NodeJS.Timeout;
   private debounce?: NodeJS.Timeout;
@@ -316,6 +353,11 @@ export class FileSource implements Source {
     this.lastVersion = snap.version;
     // The change happened when the newest file was written.
     if (!force) snap.eventTime = this.newestMtime();
+    const groups = groupByService(snap);
+    const delta = force ? undefined : fileDelta(this.groups, this.nodes, groups, snap.nodes);
+    this.groups = groups;
+    this.nodes = snap.nodes;
+    if (delta) snap.delta = delta;
     this.onSnapshot?.(snap);
   }
 

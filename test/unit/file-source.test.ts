@@ -307,3 +307,32 @@ test('a file with more than 100 YAML aliases is a parse error like any other: re
     rmSync(dir2, { recursive: true, force: true });
   }
 });
+
+test('after the first snapshot the file source says what changed: the Services whose objects changed, gone ones, none on a Node change', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-src-'));
+  const svc = (name: string, port: number) => `kind: Service\nmetadata: {name: ${name}}\nspec: {clusterIP: 10.96.0.${port}, ports: [{port: ${port}}]}\n`;
+  const slice = (svc: string, ip: string) => `kind: EndpointSlice\nmetadata: {name: ${svc}-1, labels: {kubernetes.io/service-name: ${svc}}}\naddressType: IPv4\nendpoints: [{addresses: [${ip}]}]\nports: [{port: 8080}]\n`;
+  try {
+    writeFileSync(join(dir, 'a.yaml'), `${svc('a', 1)}---\n${slice('a', '10.1.0.1')}`);
+    writeFileSync(join(dir, 'b.yaml'), `${svc('b', 2)}---\n${slice('b', '10.1.0.2')}`);
+    writeFileSync(join(dir, 'node.yaml'), 'kind: Node\nmetadata: {name: n1}\n');
+    const seen: Snapshot[] = [];
+    const src = new FileSource(dir);
+    assert.equal(src.deltas, true);
+    await src.start((s) => seen.push(s));
+    assert.equal(seen[0].delta, undefined, 'the first snapshot is whole');
+    writeFileSync(join(dir, 'b.yaml'), `${svc('b', 2)}---\n${slice('b', '10.1.0.3')}`);
+    await until(() => seen.length > 1);
+    assert.deepEqual([...(seen[1].delta?.keys() ?? [])], ['default/b'], 'only b: its slice changed');
+    assert.equal((seen[1].delta!.get('default/b')!.slices[0] as { endpoints: { addresses: string[] }[] }).endpoints[0].addresses[0], '10.1.0.3');
+    rmSync(join(dir, 'a.yaml'));
+    await until(() => seen.length > 2);
+    assert.deepEqual([...(seen[2].delta?.entries() ?? [])], [['default/a', { services: [], slices: [] }]], 'a is gone');
+    writeFileSync(join(dir, 'node.yaml'), 'kind: Node\nmetadata: {name: n1, labels: {topology.kubernetes.io/zone: z}}\n');
+    await until(() => seen.length > 3);
+    assert.equal(seen[3].delta, undefined, 'a Node change: anything may have changed');
+    await src.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
