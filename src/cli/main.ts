@@ -232,25 +232,24 @@ function splitAddr(a: string): { host: string; port: number } {
   return { host: a.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
-async function runAgent(o: Opts): Promise<number> {
+/**
+ * Every agent flag parsed and checked, before anything touches the node: a bad
+ * flag is an error naming it, never a half-started agent (no pin made, no
+ * hook attached). Unit-tested without root (test/unit/agent-config.test.ts).
+ */
+export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster) {
   if (!o['node-name']) throw new Error('--node-name is required (see --help)');
-  // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
-  // when the program allocates fast (an event storm); a bounded factor keeps it near the live size.
+  const nodeName = o['node-name'];
   const heapGrowth = intOpt(o['heap-growth'], 'heap-growth', 20);
-  if (heapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${heapGrowth}`);
-  const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || inCluster() ? 'kube' : undefined);
+  const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || runningInCluster() ? 'kube' : undefined);
   if (!sourceKind || !(sourceKind.startsWith('file:') || sourceKind === 'kube')) throw new Error('--source file:PATH, --source kube, --kubeconfig or --apiserver is required (see --help)');
   const stallSec = intOpt(o['watch-stall-timeout'], 'watch-stall-timeout', 150);
   const maglevSize = intOpt(o['maglev-table-size'], 'maglev-table-size', DEFAULT_MAGLEV_SIZE);
   if (!isValidTableSize(maglevSize)) throw new Error(`--maglev-table-size must be one of ${MAGLEV_PRIMES.join(', ')}`);
-  if (o.cgroup !== undefined && !existsSync(o.cgroup)) throw new Error(`--cgroup ${o.cgroup} does not exist`);
-  const cgroupPath = o.cgroup === undefined ? findCgroup2Root() : resolveCgroup2(o.cgroup);
   const bpfRoot = o['bpf-root'] ?? '/sys/fs/bpf/switchyard';
   const api = splitAddr(o['api-addr'] ?? DEFAULT_API_ADDR);
   const healthzAddr = o['healthz-addr'] ?? '0.0.0.0:10256';
   const healthz = healthzAddr === 'off' ? undefined : splitAddr(healthzAddr);
-  const logRing = new LogRing();
-  const logger = ringLogger(logRing, { level: o['log-level'] ?? 'info', base: { node: o['node-name'] } });
   const tcOff = o.devices === 'none';
   const devices = o.devices === undefined || tcOff ? undefined : o.devices.split(',').map((d) => d.trim()).filter(Boolean);
   const attachMode = (o['tc-attach'] ?? 'auto') as TcAttachMode;
@@ -268,7 +267,6 @@ async function runAgent(o: Opts): Promise<number> {
   if (!npr || Number(npr[1]) < 1 || Number(npr[1]) > Number(npr[2]) || Number(npr[2]) > 65535) {
     throw new Error(`--node-port-range must be a port range such as 30000-32767, got ${JSON.stringify(nodePortRange)}`);
   }
-
   const sizes = {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
     maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
@@ -277,19 +275,42 @@ async function runAgent(o: Opts): Promise<number> {
   };
   const udpDestroy = o['udp-socket-destroy'] ?? 'on';
   if (udpDestroy !== 'on' && udpDestroy !== 'off') throw new Error(`--udp-socket-destroy must be on or off, got ${JSON.stringify(udpDestroy)}`);
-  const objDir = o['bpf-objects'];
-  const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes, ...(objDir ? { objectPath: join(objDir, 'sock_lb.o') } : {}) });
   const ctLookup = o['tc-conntrack-lookup'] ?? 'auto';
   if (ctLookup !== 'auto' && ctLookup !== 'off') throw new Error(`--tc-conntrack-lookup must be auto or off, got ${JSON.stringify(ctLookup)}`);
+  const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);
+  if (!Number.isFinite(resyncSec) || resyncSec < 0) throw new Error(`--resync-interval must be a number of seconds >= 0, got ${JSON.stringify(o['resync-interval'])}`);
+  const healthTimeoutSec = o['health-timeout'] === undefined ? DEFAULT_HEALTH_TIMEOUT_MS / 1000 : Number(o['health-timeout']);
+  if (!Number.isFinite(healthTimeoutSec) || healthTimeoutSec <= 0) throw new Error(`--health-timeout must be a number of seconds > 0, got ${JSON.stringify(o['health-timeout'])}`);
+  const statsSec = o['stats-interval'] === undefined ? 10 : Number(o['stats-interval']);
+  if (!Number.isFinite(statsSec) || statsSec < 0) throw new Error(`--stats-interval must be a number of seconds >= 0, got ${JSON.stringify(o['stats-interval'])}`);
+  const metricsAddr = o['metrics-addr'] && o['metrics-addr'] !== 'off' ? splitAddr(o['metrics-addr']) : undefined;
+  const serviceCap = intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000);
+  const backendCap = intOpt(o['metrics-backend-cap'], 'metrics-backend-cap', 1000);
+  return {
+    nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
+    masqMark, masqPorts, nodePortRange, sizes, udpDestroy: udpDestroy as 'on' | 'off', objDir: o['bpf-objects'], ctLookup: ctLookup as 'auto' | 'off',
+    resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
+  };
+}
+
+async function runAgent(o: Opts): Promise<number> {
+  const {
+    nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
+    masqMark, masqPorts, nodePortRange, sizes, udpDestroy, objDir, ctLookup, resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
+  } = agentConfig(o);
+  // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
+  // when the program allocates fast (an event storm); a bounded factor keeps it near the live size.
+  if (heapGrowth > 0) setFlagsFromString(`--heap-growing-percent=${heapGrowth}`);
+  if (o.cgroup !== undefined && !existsSync(o.cgroup)) throw new Error(`--cgroup ${o.cgroup} does not exist`);
+  const cgroupPath = o.cgroup === undefined ? findCgroup2Root() : resolveCgroup2(o.cgroup);
+  const logRing = new LogRing();
+  const logger = ringLogger(logRing, { level: o['log-level'] ?? 'info', base: { node: nodeName } });
+  const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes, ...(objDir ? { objectPath: join(objDir, 'sock_lb.o') } : {}) });
   const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, conntrackLookup: ctLookup, objectDir: objDir, ...sizes });
   for (const m of migrations) logger.warn(m, `pinned map ${m.map} migrated (${m.reasons.join('; ')}): ${m.copied} entries ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped; the old programs serve until the new ones are attached`);
   if (tc && !tc.conntrackLookup.enabled) logger.warn({ reason: tc.conntrackLookup.reason }, 'tc path without kernel conntrack lookups: replies to other NATs on NodePort ports are protected only by the TCP start rule and local sockets');
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
   const reconciler = new Reconciler(datapath, sizing);
-  const resyncSec = o['resync-interval'] === undefined ? 60 : Number(o['resync-interval']);
-  if (!Number.isFinite(resyncSec) || resyncSec < 0) throw new Error(`--resync-interval must be a number of seconds >= 0, got ${JSON.stringify(o['resync-interval'])}`);
-  const healthTimeoutSec = o['health-timeout'] === undefined ? DEFAULT_HEALTH_TIMEOUT_MS / 1000 : Number(o['health-timeout']);
-  if (!Number.isFinite(healthTimeoutSec) || healthTimeoutSec <= 0) throw new Error(`--health-timeout must be a number of seconds > 0, got ${JSON.stringify(o['health-timeout'])}`);
   const names = PinnedNames.openForWrite(bpfRoot, datapath.opts.maxServices, datapath.opts.maxBackends);
   const registry = new Registry();
   const metrics = agentMetrics(registry);
@@ -297,7 +318,7 @@ async function runAgent(o: Opts): Promise<number> {
   if (sourceKind === 'kube') {
     source = new KubeSource({
       kubeConfig: await loadApiConfig({ kubeconfig: o.kubeconfig, apiserver: o.apiserver, tokenFile: o['token-file'], caFile: o['ca-file'] }),
-      nodeName: o['node-name'],
+      nodeName,
       serviceProxyName: o['service-proxy-name'],
       logger: logger.child({ component: 'kube-source' }),
       metrics: { watchRestarts: metrics.sourceWatchRestarts, errors: metrics.sourceErrors, relists: metrics.sourceRelists },
@@ -322,7 +343,7 @@ async function runAgent(o: Opts): Promise<number> {
   const reaper = reaperOrWhy instanceof SocketReaper ? reaperOrWhy : undefined;
   if (!reaper) logger.warn({ reason: (reaperOrWhy as { unavailable: string }).unavailable }, 'connected UDP sockets to removed backends will not be destroyed');
   const agent = new Agent({
-    nodeName: o['node-name'], source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
+    nodeName, source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
     names, resyncIntervalMs: resyncSec * 1000, northSouth, healthTimeoutMs: healthTimeoutSec * 1000,
     reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
   });
@@ -331,11 +352,9 @@ async function runAgent(o: Opts): Promise<number> {
   const currentNames = () => resolveNames({ reconciler: () => reconciler.namesView(), pinned: names });
   datapathMetrics(registry, {
     maps, names: currentNames,
-    serviceCap: intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000),
-    backendCap: intOpt(o['metrics-backend-cap'], 'metrics-backend-cap', 1000),
+    serviceCap,
+    backendCap,
   });
-  const statsSec = o['stats-interval'] === undefined ? 10 : Number(o['stats-interval']);
-  if (!Number.isFinite(statsSec) || statsSec < 0) throw new Error(`--stats-interval must be a number of seconds >= 0, got ${JSON.stringify(o['stats-interval'])}`);
   const sampler = new StatsSampler(maps, statsSec * 1000);
   if (tc) registerTcMetrics(registry, tc);
   registerMigrationMetrics(registry, () => migrations);
@@ -346,7 +365,7 @@ async function runAgent(o: Opts): Promise<number> {
       const model = agent.latestDesired();
       return snapshot && { snapshot, source: `agent: ${source.describe()}`, ...(model ? { desired: model.desired, node: model.node } : {}) };
     },
-    nodeName: o['node-name'],
+    nodeName,
     serviceProxyName: o['service-proxy-name'],
     // The cheap comparison (which inner map each slot holds); explain compares this Service's tables itself.
     drift: () => agent.driftAsync({ deepTables: false }),
@@ -380,7 +399,6 @@ async function runAgent(o: Opts): Promise<number> {
     });
   }
   if (healthz) listeners.push({ flag: '--healthz-addr', address: healthzAddr, open: () => proxyHealth.listen(healthz.host, healthz.port), close: () => proxyHealth.close() });
-  const metricsAddr = o['metrics-addr'] && o['metrics-addr'] !== 'off' ? splitAddr(o['metrics-addr']) : undefined;
   let metricsServer: Awaited<ReturnType<typeof listenMetrics>> | undefined;
   if (metricsAddr) {
     listeners.push({
