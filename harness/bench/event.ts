@@ -119,8 +119,8 @@ async function main(): Promise<void> {
     const services = new Map<string, unknown>();
     const slices = new Map<string, unknown>();
     for (let i = 0; i < N; i++) {
-      services.set(`harness/bench/svc-${i}`, service(i));
-      slices.set(`harness/bench/svc-${i}-x`, slice(i));
+      services.set(`bench/svc-${i}`, service(i));
+      slices.set(`bench/svc-${i}-x`, slice(i));
     }
     // As the Kubernetes source builds it: object lists copied out of the store when first read.
     const snapshot = (delta?: Snapshot['delta']): Snapshot => {
@@ -149,7 +149,7 @@ async function main(): Promise<void> {
     for (let c = 0; c < CHANGES; c++) {
       const i = Math.floor(((c + 0.5) * N) / CHANGES);
       const changed = slice(i, N * E + 1 + c);
-      slices.set(`harness/bench/svc-${i}-x`, changed);
+      slices.set(`bench/svc-${i}-x`, changed);
       const key = sliceServiceKey(changed);
       for (const [which, agent] of ([['delta', agents[0]], ['full', agents[1]]] as const).filter(([w]) => !argv.only || argv.only === w)) {
         await new Promise((r) => setImmediate(r));
