@@ -9,8 +9,9 @@
  *   delta: the snapshot carries Snapshot.delta as the Kubernetes source builds
  *          it (the one Service the EndpointSlice belongs to, with its objects):
  *          incremental model + an apply that looks at that Service only;
- *   full:  the same snapshot without a delta (the file source's case): the
- *          cached full model and an apply that walks every frontend (baseline).
+ *   full:  the same snapshot without a delta (what a relist or a Node change
+ *          costs; every source says what changed otherwise): the model is reset
+ *          and the apply walks every frontend (baseline).
  * Timed: from the event (the source building its snapshot) to the maps written (Agent.onSnapshot returns), per change; also the
  * reconciler's own share (lastSync.durationMs).
  */
