@@ -17,11 +17,13 @@ import type { AgentMetrics } from './metrics.js';
 import type { PinnedNames } from '../dataplane/names.js';
 
 /** EndpointSlice annotation the EndpointSlice controller sets; kube-proxy measures programming latency from it. */
-export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+export { LAST_CHANGE_TRIGGER_TIME } from './latency.js';
 import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
 import type { ReapResult } from '../dataplane/reaper.js';
 import { migrations, type MapMigration } from '../dataplane/migrate.js';
 import { Syncer } from '../dataplane/syncer.js';
+import { NamesWriter } from './names-writer.js';
+import { ProgrammingLatency } from './latency.js';
 
 export interface AgentDeps {
   nodeName: string;
@@ -151,13 +153,9 @@ export class Agent {
   private lastNodeKey?: string;
   private node: { eligible: boolean; reason?: string } = { eligible: true };
   private synced = false;
-  private readonly triggerTimes = new Map<string, string>();
-  private slicesAtFullPass = 0;
   private resyncTimer?: NodeJS.Timeout;
   private readonly resyncState: ResyncStatus;
   private readonly startedAt: number;
-  private namesTimer?: NodeJS.Timeout;
-  private namesLastAt = 0;
   /** Settles when the health check ports match the last applied snapshot (tests wait on it). */
   lastHealthSync?: Promise<void>;
   /** Health: the last successful sync, the oldest change not yet applied, the failure since. */
@@ -178,7 +176,12 @@ export class Agent {
     this.startedAt = this.now();
     this.resyncState = { intervalSec: (d.resyncIntervalMs ?? 0) / 1000, runs: 0, lastRepaired: 0 };
     this.syncer = new Syncer({ reconciler: d.reconciler, datapath: d.datapath, external: d.northSouth, reaper: d.reaper });
+    this.namesWriter = new NamesWriter(d.names, d.reconciler, d.logger, (n) => d.metrics.writes.inc({ kind: 'name' }, n));
+    this.latency = new ProgrammingLatency(this.startedAt, (sec) => d.metrics.kpNetworkProgramming.observe(sec));
   }
+
+  private readonly namesWriter: NamesWriter;
+  private readonly latency: ProgrammingLatency;
 
   private readonly syncer: Syncer;
 
@@ -198,12 +201,7 @@ export class Agent {
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     await this.d.source.stop();
-    this.namesStopped = true;
-    if (this.namesTimer || this.namesRunning) {
-      clearTimeout(this.namesTimer);
-      this.namesTimer = undefined;
-      this.syncNames();
-    }
+    this.namesWriter.stop();
   }
 
   /** Desired state vs the maps, entry by entry (the reconciler's drift()); undefined before the first sync. */
@@ -276,7 +274,7 @@ export class Agent {
       this.lastApplyOk = res.errors.length === 0;
       this.recordWrites(res);
       this.recordReap(res.gone, this.syncer.reap(res.gone));
-      this.scheduleNames();
+      this.namesWriter.schedule();
       logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
       this.driftPendingSince = undefined;
       if (this.pendingSince === undefined) {
@@ -329,95 +327,6 @@ export class Agent {
     metrics.writes.inc({ kind: 'service' }, res.written.services);
   }
 
-  /**
-   * The pinned names only explain the maps; they are rewritten off the
-   * apply's path, at most once a second, a slice at a time (at 100,000
-   * backends a rewrite walks ~50 ms of entries), and once more, at once, when
-   * the agent stops. Applies may land while a rewrite runs: the rewrite after
-   * them puts right what it saw half-way.
-   */
-  private scheduleNames(): void {
-    if (!this.d.names || this.namesStopped) return;
-    if (this.namesRunning) {
-      this.namesAgain = true;
-      return;
-    }
-    if (this.namesTimer) return;
-    const wait = Math.max(0, this.namesLastAt + 1000 - Date.now());
-    this.namesTimer = setTimeout(() => {
-      this.namesTimer = undefined;
-      this.namesLastAt = Date.now();
-      void this.syncNamesAsync();
-    }, wait);
-    this.namesTimer.unref();
-  }
-
-  private namesRunning = false;
-  private namesAgain = false;
-  private namesStopped = false;
-
-  private async syncNamesAsync(): Promise<void> {
-    if (!this.d.names) return;
-    this.namesRunning = true;
-    try {
-      const view = this.d.reconciler.namesView();
-      this.recordNames(await this.d.names.syncAsync({ frontends: view.frontends.values(), backends: view.backends.entries() }, () => this.namesStopped));
-    } catch (e) {
-      this.d.logger.warn({ err: e }, 'names not recorded');
-    } finally {
-      this.namesRunning = false;
-    }
-    if (this.namesAgain) {
-      this.namesAgain = false;
-      this.scheduleNames();
-    }
-  }
-
-  /** Rewrites the pinned id → name maps (difference only), at once. */
-  private syncNames(): void {
-    if (!this.d.names) return;
-    try {
-      const view = this.d.reconciler.namesView();
-      this.recordNames(this.d.names.sync({ frontends: view.frontends.values(), backends: view.backends.entries() }));
-    } catch (e) {
-      this.d.logger.warn({ err: e }, 'names not recorded');
-    }
-  }
-
-  private recordNames(r: { written: number; errors: number }): void {
-    this.d.metrics.writes.inc({ kind: 'name' }, r.written);
-    if (r.errors) this.d.logger.warn({ errors: r.errors }, 'some names could not be recorded');
-  }
-
-  /**
-   * kube-proxy's network programming latency: for every EndpointSlice whose
-   * last-change-trigger-time changed since the last sync, the time from that
-   * change to now (the maps hold it). Malformed values are ignored.
-   */
-  private observeTriggerTimes(s: Snapshot, at: number, deltaOnly: boolean): void {
-    const seen = new Set<string>();
-    // Per event, the changed Services' slices only; a full pass also forgets slices that went.
-    // (A full pass now and then also forgets the slices that went while only deltas were read.)
-    const full = !deltaOnly || !s.delta || this.triggerTimes.size > 2 * this.slicesAtFullPass + 1024;
-    const slices = full ? s.endpointSlices : [...s.delta!.values()].flatMap((o) => o.slices);
-    for (const es of slices as typeof s.endpointSlices) {
-      const meta = (es as { metadata?: { namespace?: unknown; name?: unknown; annotations?: unknown } } | null)?.metadata;
-      const key = `${meta?.namespace}/${meta?.name}`;
-      seen.add(key);
-      const annotations = meta?.annotations;
-      const t = typeof annotations === 'object' && annotations !== null ? (annotations as Record<string, unknown>)[LAST_CHANGE_TRIGGER_TIME] : undefined;
-      if (typeof t !== 'string' || t === '' || this.triggerTimes.get(key) === t) continue;
-      this.triggerTimes.set(key, t);
-      const ms = Date.parse(t);
-      // As kube-proxy: changes from before this agent started are not its latency.
-      if (!Number.isFinite(ms) || ms < this.startedAt || ms > at) continue;
-      this.d.metrics.kpNetworkProgramming.observe((at - ms) / 1000);
-    }
-    if (full) {
-      for (const k of [...this.triggerTimes.keys()]) if (!seen.has(k)) this.triggerTimes.delete(k);
-      this.slicesAtFullPass = slices.length;
-    }
-  }
 
   isReady(): boolean {
     return this.ready;
@@ -570,7 +479,7 @@ export class Agent {
       const out = this.syncer.sync(desired, nodeInfo.addresses, hint);
       const { res, ext } = out;
       this.synced = true;
-      this.scheduleNames();
+      this.namesWriter.schedule();
       for (const e of res.errors) {
         logger.error({ frontend: e.frontend, servicePort: e.servicePort, reason: e.reason }, 'entry not programmed');
       }
@@ -593,7 +502,7 @@ export class Agent {
       metrics.backends.set(res.backends);
       metrics.services.set(serving ?? countServices(desired.frontends));
       this.recordWrites(res);
-      this.observeTriggerTimes(s, at, hint !== undefined);
+      this.latency.record(s, at, hint !== undefined);
       if (s.eventTime !== undefined && s.eventTime <= at) metrics.networkProgramming.observe((at - s.eventTime) / 1000);
       this.lastSync = { ...res, at: new Date(at).toISOString(), model: hint ? 'delta' : 'full', ...(hint ? { changedServices: hint.services.size } : {}) };
       this.appliedVersion = s.version;
