@@ -30,6 +30,7 @@ import { BPF_ANY } from '../bpf/constants.js';
 import type { TablePool } from './pool.js';
 import type { AffinityKey, AffinityVal, BeStats, SvcStats, Svc4Key, Svc6Key } from './layout.js';
 import { SlotRegions } from './regions.js';
+import { driftSteps, type DriftView } from './drift.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
@@ -132,7 +133,7 @@ export interface DriftEntry {
 }
 
 /** What the reconciler knows it wrote for a frontend. */
-interface FrontendState {
+export interface FrontendState {
   /** The model object last applied; undefined right after adoption from the maps. */
   fe?: Frontend;
   svcId: number;
@@ -154,7 +155,7 @@ interface FrontendState {
 }
 
 /** A table in the pool: M slots from off, named by `refs` service entries (tables with equal content are shared). */
-interface Region {
+export interface Region {
   off: number;
   m: number;
   /** The table's signature (M, backends, weights, ids); `live:off:m` for an adopted table not yet compared. */
@@ -165,7 +166,7 @@ interface Region {
   ids: readonly number[];
 }
 
-interface BackendState {
+export interface BackendState {
   id: number;
   /** `${servicePort}#${addr}|${port}|${proto}`; undefined for an adopted entry not yet matched. */
   ident?: string;
@@ -201,14 +202,14 @@ function frontendKeyOf(fe: Frontend): string {
   return frontendKeyString(fe.family, fe.addr, fe.port, IPPROTO[fe.protocol], SCOPE_NUM[fe.scope]);
 }
 
-function readableKey(feKey: string): string {
+export function readableKey(feKey: string): string {
   const [, addr, port, proto, scope] = feKey.split('|');
   const p = proto === '6' ? 'TCP' : proto === '17' ? 'UDP' : proto;
   return `${addr.includes(':') ? `[${addr}]` : addr}:${port}/${p} ${Number(scope) === SCOPE_INTERNAL ? 'internal' : 'external'}`;
 }
 
 /** Identity that decides a backend's Maglev permutation: the same on every node. */
-function maglevKey(b: { addr: string; port: number; protocol?: string; proto?: number }): string {
+export function maglevKey(b: { addr: string; port: number; protocol?: string; proto?: number }): string {
   const proto = b.protocol ? IPPROTO[b.protocol as keyof typeof IPPROTO] : b.proto;
   // join, not a template: the result is one flat string; a template's is a tree of concatenations
   // (four heap objects), and one is kept per backend (100,000 at 10,000 Services).
@@ -992,7 +993,7 @@ export class Reconciler {
    */
   drift(opts: { deepTables?: boolean } = {}): DriftEntry[] {
     const out: DriftEntry[] = [];
-    runSteps(this.driftSteps(opts.deepTables ?? true, out));
+    runSteps(driftSteps(this.driftView(), opts.deepTables ?? true, out));
     return out;
   }
 
@@ -1006,88 +1007,18 @@ export class Reconciler {
   async driftAsync(opts: { deepTables?: boolean } = {}): Promise<DriftEntry[] | undefined> {
     const gen = this.generation;
     const out: DriftEntry[] = [];
-    const done = await runStepsAsync(this.driftSteps(opts.deepTables ?? true, out), () => this.generation !== gen);
+    const done = await runStepsAsync(driftSteps(this.driftView(), opts.deepTables ?? true, out), () => this.generation !== gen);
     return done ? out : undefined;
   }
 
   /** Bumped by every apply and resync. */
   private generation = 0;
 
-  private *driftSteps(deep: boolean, out: DriftEntry[]): Generator<void> {
-    const SLICE = 512;
-    const svcName = (st?: FrontendState) => (st && st.servicePort.name ? servicePortKey(st.servicePort) : undefined);
-    // Service entries.
-    const expectSvc = new Map<string, [string, FrontendState]>();
-    let n = 0;
-    for (const [feKey, st] of this.frontends) {
-      expectSvc.set(`${st.family}|${st.keyBuf.toString('latin1')}`, [feKey, st]);
-      if (++n % SLICE === 0) yield;
-    }
-    const seenSvc = new Set<string>();
-    for (const family of [4, 6] as const) {
-      const map = family === 4 ? this.dp.svc4 : this.dp.svc6;
-      const codec = family === 4 ? svc4KeyCodec : svc6KeyCodec;
-      for (const slice of map.dumpSlices(SLICE)) {
-        for (const { key, value } of slice) {
-          const id = `${family}|${key.toString('latin1')}`;
-          seenSvc.add(id);
-          const st = expectSvc.get(id)?.[1];
-          if (st && st.valBytes === value.toString('latin1')) continue;
-          const k = codec.decode(key);
-          const readable = readableKey(frontendKeyString(family, k.addr, k.port, k.proto, k.scope));
-          if (!st) out.push({ map: map.name, key: readable, kind: 'unexpected', actual: svcValCodec.decode(value) });
-          else out.push({ map: map.name, key: readable, kind: 'differs', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valBytes, 'latin1')), actual: svcValCodec.decode(value) });
-        }
-        yield;
-      }
-    }
-    n = 0;
-    for (const [id, [feKey, st]] of expectSvc) {
-      if (!seenSvc.has(id)) out.push({ map: st.family === 4 ? this.dp.svc4.name : this.dp.svc6.name, key: readableKey(feKey), kind: 'missing', service: svcName(st), expected: svcValCodec.decode(Buffer.from(st.valBytes, 'latin1')) });
-      if (++n % SLICE === 0) yield;
-    }
-    // Backends.
-    const seenBe = new Set<number>();
-    for (const slice of this.dp.backends.dumpSlices(SLICE)) {
-      for (const { key, value } of slice) {
-        const id = key.readUInt32LE(0);
-        seenBe.add(id);
-        const b = this.beById.get(id);
-        if (!b || !b.bytes) out.push({ map: this.dp.backends.name, key: String(id), kind: 'unexpected', actual: backendCodec.decode(value) });
-        else if (b.bytes !== value.toString('latin1')) {
-          out.push({ map: this.dp.backends.name, key: String(id), kind: 'differs', service: b.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')), actual: backendCodec.decode(value) });
-        }
-      }
-      yield;
-    }
-    n = 0;
-    for (const b of this.beById.values()) {
-      if (b.bytes && !seenBe.has(b.id)) out.push({ map: this.dp.backends.name, key: String(b.id), kind: 'missing', service: b.servicePort, expected: backendCodec.decode(Buffer.from(b.bytes, 'latin1')) });
-      if (++n % SLICE === 0) yield;
-    }
-    // Maglev tables: the pool this agent installed, then (deep) every table slot by slot.
-    const installed = this.dp.pool.installedId();
-    if (this.adopted && installed !== this.dp.pool.id) {
-      out.push({ map: this.dp.poolOuter.name, key: 'pool', kind: installed === undefined ? 'missing' : 'differs', expected: { pool: this.dp.pool.id }, ...(installed !== undefined ? { actual: { pool: installed } } : {}) });
-    }
-    if (!deep) return;
-    const checked = new Map<Region, DriftEntry['actual'] | null>();
-    for (const [feKey, st] of [...this.frontends]) {
-      const r = st.region;
-      if (!r || !st.fe || r.sig.startsWith('live:')) continue; // adopted, not yet compared: the next apply does that
-      let bad = checked.get(r);
-      if (bad === undefined) {
-        const expected = buildMaglevTable(r.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: r.ids[i] })), r.m);
-        const actual = this.dp.pool.read(r.off, r.m);
-        let slots = 0;
-        for (let i = 0; i < r.m; i++) if (actual[i] !== expected[i]) slots++;
-        bad = slots === 0 ? null : { size: r.m, offset: r.off, slotsDiffering: slots };
-        checked.set(r, bad);
-        if (checked.size % 64 === 0) yield;
-      }
-      if (bad) out.push({ map: this.dp.poolOuter.name, key: `svc ${st.svcId} (${readableKey(feKey)})`, kind: 'differs', service: svcName(st), expected: { size: r.m, offset: r.off }, actual: bad });
-    }
+  /** What the drift check reads: this reconciler's record of what it wrote, and the maps. */
+  private driftView(): DriftView {
+    return { frontends: this.frontends, backends: this.beById, maps: this.dp, adopted: this.adopted };
   }
+
 }
 
 function sum<T extends Record<string, number>>(a: T, b: T): T {
