@@ -31,6 +31,7 @@ import type { TablePool } from './pool.js';
 import type { AffinityKey, AffinityVal, BeStats, SvcStats, Svc4Key, Svc6Key } from './layout.js';
 import { SlotRegions } from './regions.js';
 import { driftSteps, type DriftView } from './drift.js';
+import { IdAllocator } from './ids.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
@@ -248,7 +249,7 @@ export class Reconciler {
   private readonly bySvcId = new Map<number, FrontendState>();
   private readonly beById = new Map<number, BackendState>();
   private readonly idByIdent = new Map<string, number>();
-  private readonly usedSvcIds = new Set<number>();
+  private readonly ids: IdAllocator;
   /** Live tables by signature (adopted ones by `live:off:m` until compared). */
   private readonly regions = new Map<string, Region>();
   /** Which pool slots are in use, free, or waiting for a grace period. */
@@ -259,8 +260,6 @@ export class Reconciler {
   private feKeys = new WeakMap<Frontend, string>();
   /** The last desired state, for resync (a function when the caller made it lazy). */
   private lastFrontends: readonly Frontend[] | (() => readonly Frontend[]) = [];
-  private nextSvcId = 1;
-  private nextBackendId = 1;
   private adopted = false;
 
   constructor(
@@ -268,6 +267,7 @@ export class Reconciler {
     private readonly sizing: MaglevSizing = { size: DEFAULT_MAGLEV_SIZE, auto: true },
   ) {
     if (!isValidTableSize(sizing.size)) throw new RangeError(`Maglev table size ${sizing.size} is not one of the supported primes`);
+    this.ids = new IdAllocator(() => dp.opts.maxServices);
   }
 
   /**
@@ -353,7 +353,7 @@ export class Reconciler {
       const v = backendCodec.decode(value);
       this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, bytes: value.toString('latin1') });
       this.unrefCandidates.add(id);
-      if (id >= this.nextBackendId) this.nextBackendId = id + 1;
+      this.ids.seenBackend(id);
     }
     // Per-backend counters: one entry per live backend (pins left by an older agent
     // have none), none for ids that are gone.
@@ -377,7 +377,7 @@ export class Reconciler {
         const k = (family === 4 ? svc4KeyCodec : svc6KeyCodec).decode(key);
         const v = svcValCodec.decode(value);
         const feKey = frontendKeyString(family, k.addr, k.port, k.proto, k.scope);
-        this.usedSvcIds.add(v.svcId);
+        this.ids.useSvc(v.svcId);
         let tableSig = v.backendCount === 0 && v.tableM === 0 ? 'empty' : 'unknown';
         let liveTable: Uint32Array | undefined;
         let region: Region | undefined;
@@ -434,7 +434,7 @@ export class Reconciler {
     this.bySvcId.clear();
     this.beById.clear();
     this.idByIdent.clear();
-    this.usedSvcIds.clear();
+    this.ids.clearSvc();
     this.regions.clear();
     this.unrefCandidates.clear();
     this.feKeys = new WeakMap();
@@ -450,19 +450,6 @@ export class Reconciler {
     this.forget();
     const last = this.lastFrontends;
     return this.apply(typeof last === 'function' ? last() : last);
-  }
-
-  private allocSvcId(): number {
-    const max = this.dp.opts.maxServices;
-    for (let n = 0; n < max; n++) {
-      const id = this.nextSvcId;
-      this.nextSvcId = id + 1 >= max ? 1 : id + 1;
-      if (!this.usedSvcIds.has(id)) {
-        this.usedSvcIds.add(id);
-        return id;
-      }
-    }
-    throw new Error(`no free service id: all ${max - 1} are in use (raise --max-services)`);
   }
 
   /**
@@ -487,7 +474,7 @@ export class Reconciler {
         if (sticky.has(affinityKeyCodec.decode(key).svcId)) this.dp.affinity.deleteRaw(key);
       }
     }
-    for (const { svcId } of ids) this.usedSvcIds.delete(svcId);
+    for (const { svcId } of ids) this.ids.freeSvc(svcId);
   }
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
@@ -596,7 +583,7 @@ export class Reconciler {
         let id = this.idByIdent.get(ident);
         if (id === undefined) {
           const adoptable = live?.get(mkey);
-          id = adoptable !== undefined && this.beById.get(adoptable)?.ident === undefined ? adoptable : this.nextBackendId++;
+          id = adoptable !== undefined && this.beById.get(adoptable)?.ident === undefined ? adoptable : this.ids.newBackend();
           this.idByIdent.set(ident, id);
         }
         let st = this.beById.get(id);
@@ -664,7 +651,7 @@ export class Reconciler {
       const isNew = svcId === undefined;
       if (svcId === undefined) {
         try {
-          svcId = this.allocSvcId();
+          svcId = this.ids.allocSvc();
         } catch (e) {
           fail((e as Error).message);
           continue;
@@ -712,7 +699,7 @@ export class Reconciler {
               }
             } catch (e) {
               errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason: `Maglev table: ${(e as Error).message}` });
-              if (isNew) this.usedSvcIds.delete(svcId);
+              if (isNew) this.ids.freeSvc(svcId);
               continue;
             }
             this.regions.set(tableSig, region);
