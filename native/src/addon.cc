@@ -117,6 +117,15 @@ Napi::Buffer<uint8_t> BufArg(const Napi::CallbackInfo &info, size_t i) { return 
 // modifiers resolved; { kind: int|struct|union|array|ptr|other, size,
 // members?: [{ name, offset (bytes), bits (bitfield width or 0), type }],
 // elem?, count? }. Enums are ints of their size.
+// Member j of a struct or union: its name and byte offset (a bitfield's: its bit offset / 8).
+Napi::Object MemberBase(Napi::Env env, const struct btf *btf, const struct btf_type *t, int j) {
+  const struct btf_member *m = btf_members(t) + j;
+  Napi::Object mo = Napi::Object::New(env);
+  mo.Set("name", btf__name_by_offset(btf, m->name_off));
+  mo.Set("offset", btf_member_bit_offset(t, j) / 8);
+  return mo;
+}
+
 Napi::Value DescribeType(Napi::Env env, const struct btf *btf, uint32_t id, int depth) {
   const struct btf_type *t = btf__type_by_id(btf, id);
   for (int guard = 0; t && guard < 16; guard++) {
@@ -153,9 +162,7 @@ Napi::Value DescribeType(Napi::Env env, const struct btf *btf, uint32_t id, int 
       Napi::Array members = Napi::Array::New(env);
       const struct btf_member *m = btf_members(t);
       for (int j = 0; j < btf_vlen(t); j++, m++) {
-        Napi::Object mo = Napi::Object::New(env);
-        mo.Set("name", btf__name_by_offset(btf, m->name_off));
-        mo.Set("offset", btf_member_bit_offset(t, j) / 8);
+        Napi::Object mo = MemberBase(env, btf, t, j);
         mo.Set("bits", btf_member_bitfield_size(t, j));
         mo.Set("type", DescribeType(env, btf, m->type, depth + 1));
         members.Set(j, mo);
@@ -895,9 +902,7 @@ Napi::Value BtfStructs(const Napi::CallbackInfo &info) {
     Napi::Array members = Napi::Array::New(env);
     const struct btf_member *m = btf_members(t);
     for (int j = 0; j < btf_vlen(t); j++, m++) {
-      Napi::Object mo = Napi::Object::New(env);
-      mo.Set("name", btf__name_by_offset(btf, m->name_off));
-      mo.Set("offset", btf_member_bit_offset(t, j) / 8);
+      Napi::Object mo = MemberBase(env, btf, t, j);
       __s64 sz = btf__resolve_size(btf, m->type);
       mo.Set("size", static_cast<double>(sz));
       members.Set(j, mo);

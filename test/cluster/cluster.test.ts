@@ -124,18 +124,38 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     });
   });
 
-  test('a DaemonSet image update and an agent pod kill fail no request (ClusterIP from a pod, NodePort from outside)', async () => {
-    // A new image tag with the same content: a rollout as users do one.
-    for (const n of cluster.nodes) n.ctr(['images', 'tag', '--force', 'localhost/switchyard:dev', 'localhost/switchyard:update']);
-    const loopMs = 40_000;
-    const inPod = cluster.execStream('default', clients.n1, [
+  /**
+   * Client loops through a change: curl to the ClusterIP by name from the client pod of `node`, and
+   * ~100 new connections a second to the NodePort of `nodeIp` from outside. `check` asserts that none failed.
+   */
+  function clientLoops(label: string, node: string, nodeIp: string, loopMs: number) {
+    const inPod = cluster.execStream('default', clients[node], [
       'sh', '-c',
       `ok=0; fail=0; end=$(( $(date +%s) + ${loopMs / 1000} )); while [ $(date +%s) -lt $end ]; do if curl -sS -m 2 -o /dev/null http://web.default/hostname 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail"`,
     ]);
+    const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', nodeIp, WEB_NODEPORT, loopMs, '/hostname', 10], loopMs + 30_000);
+    return {
+      async check(): Promise<void> {
+        const podResult = await inPod.done;
+        const extResult = await outside;
+        const m = /ok=(\d+) fail=(\d+)/.exec(podResult.stdout);
+        assert.ok(m, `loop output: ${podResult.stdout} ${podResult.stderr}`);
+        process.stderr.write(`${label}: ClusterIP loop ok=${m![1]} fail=${m![2]}; NodePort loop ok=${extResult.ok} errors=${JSON.stringify(extResult.errors)}\n`);
+        assert.equal(Number(m![2]), 0, `${label}: no failed request through the ClusterIP`);
+        assert.ok(Number(m![1]) > 20, `${label}: the ClusterIP loop made requests`);
+        assert.deepEqual(extResult.errors, {}, `${label}: no failed request through the NodePort: ${extResult.failures.join('; ')}`);
+        assert.ok(extResult.ok > 20, `${label}: the NodePort loop made requests`);
+      },
+    };
+  }
+
+  test('a DaemonSet image update and an agent pod kill fail no request (ClusterIP from a pod, NodePort from outside)', async () => {
+    // A new image tag with the same content: a rollout as users do one.
+    for (const n of cluster.nodes) n.ctr(['images', 'tag', '--force', 'localhost/switchyard:dev', 'localhost/switchyard:update']);
     // ~100 new connections a second, as a busy client makes them. Unpaced (600/s through one node's
     // masquerade for 40 s) one SYN in ~25,000 went unanswered once with the old random-port
     // masquerade, none in 220,000 since; see docs/cluster.md.
-    const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', '10.0.0.11', WEB_NODEPORT, loopMs, '/hostname', 10], loopMs + 30_000);
+    const loops = clientLoops('rollout', 'n1', '10.0.0.11', 40_000);
     await new Promise((r) => setTimeout(r, 3000));
     const before = agentPods().map((p) => p.metadata.uid);
     cluster.kubectl(['-n', 'kube-system', 'set', 'image', 'ds/switchyard', 'agent=localhost/switchyard:update', 'prepare=localhost/switchyard:update']);
@@ -146,15 +166,7 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     cluster.kubectl(['-n', 'kube-system', 'delete', 'pod', victim, '--grace-period=0', '--force', '--wait=false']);
     await cluster.waitFor('agent on n1 replaced', 60_000, () => (agentPods().some((p) => p.spec.nodeName === 'n1' && p.metadata.name !== victim) ? true : 'old pod still there'));
     await cluster.waitDaemonSetReady(120_000);
-    const podResult = await inPod.done;
-    const extResult = await outside;
-    const m = /ok=(\d+) fail=(\d+)/.exec(podResult.stdout);
-    assert.ok(m, `loop output: ${podResult.stdout} ${podResult.stderr}`);
-    process.stderr.write(`rollout: ClusterIP loop ok=${m![1]} fail=${m![2]}; NodePort loop ok=${extResult.ok} errors=${JSON.stringify(extResult.errors)}\n`);
-    assert.equal(Number(m![2]), 0, 'no failed request through the ClusterIP');
-    assert.ok(Number(m![1]) > 20, 'the ClusterIP loop made requests');
-    assert.deepEqual(extResult.errors, {}, `no failed request through the NodePort: ${extResult.failures.join('; ')}`);
-    assert.ok(extResult.ok > 20, 'the NodePort loop made requests');
+    await loops.check();
   });
 
   test('map sizes changed in the ConfigMap (kubectl apply + rollout restart) and back: maps migrated on every node, no failed request', async () => {
@@ -166,12 +178,7 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
       ['resize', { ...original, SWITCHYARD_CT_ENTRIES: '262144', SWITCHYARD_MAX_BACKENDS: '131072' }, 262144],
       ['back', original, 524288],
     ] as const) {
-      const loopMs = 30_000;
-      const inPod = cluster.execStream('default', clients.n2, [
-        'sh', '-c',
-        `ok=0; fail=0; end=$(( $(date +%s) + ${loopMs / 1000} )); while [ $(date +%s) -lt $end ]; do if curl -sS -m 2 -o /dev/null http://web.default/hostname 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail"`,
-      ]);
-      const outside = cluster.lab.external<{ ok: number; errors: Record<string, number>; failures: string[] }>(['http-loop', '10.0.0.12', WEB_NODEPORT, loopMs, '/hostname', 10], loopMs + 30_000);
+      const loops = clientLoops(step, 'n2', '10.0.0.12', 30_000);
       await new Promise((r) => setTimeout(r, 2000));
       const before = agentPods().map((p) => p.metadata.uid);
       cluster.kubectl(['apply', '-f', '-'], { input: yaml([{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'switchyard', namespace: 'kube-system' }, data }]) });
@@ -188,15 +195,7 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
         assert.ok(Object.values(byMap).every((m: any) => m.finishedAt), 'finished');
         assert.equal(s.health.ready, true);
       }
-      const podResult = await inPod.done;
-      const extResult = await outside;
-      const m = /ok=(\d+) fail=(\d+)/.exec(podResult.stdout);
-      assert.ok(m, `loop output: ${podResult.stdout} ${podResult.stderr}`);
-      process.stderr.write(`${step}: ClusterIP loop ok=${m![1]} fail=${m![2]}; NodePort loop ok=${extResult.ok} errors=${JSON.stringify(extResult.errors)}\n`);
-      assert.equal(Number(m![2]), 0, `${step}: no failed request through the ClusterIP`);
-      assert.ok(Number(m![1]) > 20);
-      assert.deepEqual(extResult.errors, {}, `${step}: no failed request through the NodePort: ${extResult.failures.join('; ')}`);
-      assert.ok(extResult.ok > 20);
+      await loops.check();
     }
   });
 
