@@ -48,7 +48,7 @@ describe('benchmark report (--quick)', () => {
     const r = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as Results;
     assert.equal(r.version, 1);
     assert.equal(r.quick, true);
-    assert.match(r.command, /^node dist\/bench\/report\.js --quick/);
+    assert.match(r.command, /^node dist\/harness\/bench\/report\.js --quick/);
     assert.ok(r.finishedAt);
     assert.deepEqual(r.options.dataplanes, [...DATAPLANES]);
     assert.equal(r.blocks.length, r.options.scales.length * DATAPLANES.length);
@@ -85,7 +85,7 @@ describe('benchmark report (--quick)', () => {
   test('report.md: machine and command at the top, goals, one table per scenario with every dataplane and the ratios', () => {
     const md = readFileSync(join(out, 'report.md'), 'utf8');
     const head = md.split('\n').slice(0, 12).join('\n');
-    assert.match(head, /node dist\/bench\/report\.js --quick/);
+    assert.match(head, /node dist\/harness\/bench\/report\.js --quick/);
     assert.match(head, /^Machine: .*\d+ × .*GiB, Linux /m);
     for (const h of ['## Goals', '## 1. East-west', '## 2. North-south', '## 3. Conntrack', '## 4. Network programming', '## 5. Memory', '## 6. Maglev', '## Blocks']) {
       assert.ok(md.includes(h), `missing section ${h}`);
