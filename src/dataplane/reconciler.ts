@@ -29,9 +29,10 @@ import { isBpfError } from '../bpf/native.js';
 import { BPF_ANY } from '../bpf/constants.js';
 import type { TablePool } from './pool.js';
 import type { AffinityKey, AffinityVal, BeStats, SvcStats, Svc4Key, Svc6Key } from './layout.js';
-import { SlotRegions } from './regions.js';
 import { driftSteps, type DriftView } from './drift.js';
 import { IdAllocator } from './ids.js';
+import { ReconcilerState, svcKeyOf } from './reconciler-state.js';
+import { adopt } from './adoption.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
 import {
   BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
@@ -89,7 +90,6 @@ export interface ApplyHint {
   frontendsOf(serviceKey: string): readonly Frontend[];
 }
 
-const svcKeyOf = (sp: ServicePortName) => `${sp.namespace}/${sp.name}`;
 
 /** A write error as an operator reads it: a full hash map (E2BIG) says which map, its capacity and the flag that sets it. */
 function fullMapReason(err: Error, map: string, capacity: number, flag: string): string {
@@ -242,32 +242,17 @@ function svcVal(fe: Frontend, svcId: number, backendCount: number, table?: { off
 }
 
 export class Reconciler {
-  private readonly frontends = new Map<string, FrontendState>();
-  /** Frontend keys by Service (namespace/name), for hinted applies. */
-  private readonly bySvc = new Map<string, Set<string>>();
-  /** Frontend state by svc id, for name lookups. */
-  private readonly bySvcId = new Map<number, FrontendState>();
-  private readonly beById = new Map<number, BackendState>();
-  private readonly idByIdent = new Map<string, number>();
-  private readonly ids: IdAllocator;
-  /** Live tables by signature (adopted ones by `live:off:m` until compared). */
-  private readonly regions = new Map<string, Region>();
-  /** Which pool slots are in use, free, or waiting for a grace period. */
-  private slots = new SlotRegions(0);
-  /** Backend ids whose reference count may have dropped to 0. */
-  private readonly unrefCandidates = new Set<number>();
-  /** Frontend key per model object: unchanged objects cost one lookup per apply. */
-  private feKeys = new WeakMap<Frontend, string>();
+  /** What this reconciler knows it wrote (src/dataplane/reconciler-state.ts). */
+  private readonly s: ReconcilerState;
   /** The last desired state, for resync (a function when the caller made it lazy). */
   private lastFrontends: readonly Frontend[] | (() => readonly Frontend[]) = [];
-  private adopted = false;
 
   constructor(
     private readonly dp: ReconcilerMaps,
     private readonly sizing: MaglevSizing = { size: DEFAULT_MAGLEV_SIZE, auto: true },
   ) {
     if (!isValidTableSize(sizing.size)) throw new RangeError(`Maglev table size ${sizing.size} is not one of the supported primes`);
-    this.ids = new IdAllocator(() => dp.opts.maxServices);
+    this.s = new ReconcilerState(new IdAllocator(() => dp.opts.maxServices));
   }
 
   /**
@@ -286,7 +271,7 @@ export class Reconciler {
   /** Frontend metadata by svc_id, for decoding maps. */
   frontendMeta(): Map<number, FrontendMeta> {
     const m = new Map<number, FrontendMeta>();
-    for (const f of this.frontends.values()) m.set(f.svcId, { svcId: f.svcId, servicePort: f.servicePort, type: f.type });
+    for (const f of this.s.frontends.values()) m.set(f.svcId, { svcId: f.svcId, servicePort: f.servicePort, type: f.type });
     return m;
   }
 
@@ -300,12 +285,12 @@ export class Reconciler {
     backends: { get(id: number): BackendMeta | undefined; entries(): Iterable<[number, BackendMeta]> };
   } {
     const meta = (f: FrontendState): FrontendMeta => ({ svcId: f.svcId, servicePort: f.servicePort, type: f.type });
-    const frontends = this.frontends;
-    const backends = this.beById;
+    const frontends = this.s.frontends;
+    const backends = this.s.beById;
     return {
       frontends: {
         get: (id) => {
-          const f = this.bySvcId.get(id);
+          const f = this.s.bySvcId.get(id);
           return f ? meta(f) : undefined;
         },
         *values() {
@@ -314,8 +299,8 @@ export class Reconciler {
         // A frontend of a Service port ("ns/name:port/proto", a backend's servicePort): through the per-Service index.
         ofServicePort: (key) => {
           const colon = key.indexOf(':', key.indexOf('/'));
-          for (const feKey of this.bySvc.get(colon < 0 ? key : key.slice(0, colon)) ?? []) {
-            const f = this.frontends.get(feKey);
+          for (const feKey of this.s.bySvc.get(colon < 0 ? key : key.slice(0, colon)) ?? []) {
+            const f = this.s.frontends.get(feKey);
             if (f && servicePortKey(f.servicePort) === key) return meta(f);
           }
           return undefined;
@@ -323,7 +308,7 @@ export class Reconciler {
       },
       backends: {
         get: (id) => {
-          const b = this.beById.get(id);
+          const b = this.s.beById.get(id);
           return b?.servicePort !== undefined && b.bytes ? (b as BackendMeta) : undefined;
         },
         // The reconciler's own per-backend state (it has servicePort and nodeName): nothing is copied.
@@ -336,7 +321,7 @@ export class Reconciler {
 
   backendInfo(): Map<number, BackendMeta> {
     const m = new Map<number, BackendMeta>();
-    for (const b of this.beById.values()) if (b.servicePort !== undefined && b.bytes) m.set(b.id, { id: b.id, servicePort: b.servicePort, nodeName: b.nodeName });
+    for (const b of this.s.beById.values()) if (b.servicePort !== undefined && b.bytes) m.set(b.id, { id: b.id, servicePort: b.servicePort, nodeName: b.nodeName });
     return m;
   }
 
@@ -346,108 +331,14 @@ export class Reconciler {
    * are compared by content on the next apply, and whatever no desired
    * frontend claims is removed by that apply.
    */
-  private adopt(): void {
-    this.adopted = true;
-    for (const { key, value } of this.dp.backends.dumpRaw()) {
-      const id = key.readUInt32LE(0);
-      const v = backendCodec.decode(value);
-      this.beById.set(id, { id, mkey: maglevKey(v), refs: 0, bytes: value.toString('latin1') });
-      this.unrefCandidates.add(id);
-      this.ids.seenBackend(id);
-    }
-    // Per-backend counters: one entry per live backend (pins left by an older agent
-    // have none), none for ids that are gone.
-    const withStats = new Set<number>();
-    for (const { key } of this.dp.beStats.dumpRaw()) {
-      const id = key.readUInt32LE(0);
-      if (this.beById.has(id)) withStats.add(id);
-      else this.dp.beStats.deleteRaw(key);
-    }
-    this.resetBackendStats([...this.beById.keys()].filter((id) => !withStats.has(id)));
-    // Backend ids are unique within an agent's life, but the next id after a
-    // restart is the highest live one + 1, so an id deleted last may come back.
-    // Affinity entries naming an id that is not live go now, before any reuse.
-    for (const { key, value } of this.dp.affinity.dumpRaw()) {
-      if (!this.beById.has(affinityValCodec.decode(value).backendId)) this.dp.affinity.deleteRaw(key);
-    }
-    this.dp.pool.open();
-    this.slots = new SlotRegions(this.dp.pool.capacity);
-    const scan = (map: BpfMap<unknown, SvcVal>, family: 4 | 6) => {
-      for (const { key, value } of map.dumpRaw()) {
-        const k = (family === 4 ? svc4KeyCodec : svc6KeyCodec).decode(key);
-        const v = svcValCodec.decode(value);
-        const feKey = frontendKeyString(family, k.addr, k.port, k.proto, k.scope);
-        this.ids.useSvc(v.svcId);
-        let tableSig = v.backendCount === 0 && v.tableM === 0 ? 'empty' : 'unknown';
-        let liveTable: Uint32Array | undefined;
-        let region: Region | undefined;
-        const refIds: number[] = [];
-        if (v.tableM > 0) region = this.adoptRegion(v.tableOff, v.tableM);
-        if (region) {
-          region.refs++;
-          liveTable = this.dp.pool.read(region.off, region.m);
-          tableSig = 'live';
-          for (const id of new Set(liveTable)) {
-            const b = this.beById.get(id);
-            if (b) {
-              b.refs++;
-              refIds.push(id);
-            }
-          }
-        }
-        this.setFrontend(feKey, {
-          svcId: v.svcId, family, keyBuf: Buffer.from(key), valBytes: value.toString('latin1'), tableSig, liveTable, region,
-          refIds,
-          servicePort: { namespace: '', name: '', port: '', protocol: k.proto === IPPROTO.UDP ? 'UDP' : 'TCP' },
-          type: 'ClusterIP', affinity: (v.flags & SVC_F_AFFINITY) !== 0,
-        });
-      }
-    };
-    scan(this.dp.svc4, 4);
-    scan(this.dp.svc6, 6);
-    // Slots no entry names are free, but a program may still be reading a table
-    // an entry named a moment ago (another agent, or this one before a resync).
-    this.dp.pool.barrier();
-  }
-
-  /** The region an adopted entry names: shared when another entry named the same slots; undefined when they are unusable. */
-  private adoptRegion(off: number, m: number): Region | undefined {
-    const sig = `live:${off}:${m}`;
-    const have = this.regions.get(sig);
-    if (have) return have;
-    if (off + m > this.slots.capacity) return undefined;
-    try {
-      this.slots.claim(off, m);
-    } catch {
-      return undefined; // overlaps another table: the entry gets a fresh table
-    }
-    const r: Region = { off, m, sig, refs: 0, backends: [], ids: [] };
-    this.regions.set(sig, r);
-    return r;
-  }
-
-  /** Forgets what it believes and re-reads the maps on the next apply. */
-  private forget(): void {
-    this.generation++;
-    this.frontends.clear();
-    this.bySvc.clear();
-    this.bySvcId.clear();
-    this.beById.clear();
-    this.idByIdent.clear();
-    this.ids.clearSvc();
-    this.regions.clear();
-    this.unrefCandidates.clear();
-    this.feKeys = new WeakMap();
-    this.adopted = false;
-  }
-
   /**
    * Re-reads the maps and reapplies the last desired state: whatever was
    * changed behind the agent's back (an entry deleted, a value overwritten,
    * a table replaced) is repaired, and nothing else is written.
    */
   resync(): SyncResult {
-    this.forget();
+    this.generation++;
+    this.s.forget();
     const last = this.lastFrontends;
     return this.apply(typeof last === 'function' ? last() : last);
   }
@@ -474,14 +365,14 @@ export class Reconciler {
         if (sticky.has(affinityKeyCodec.decode(key).svcId)) this.dp.affinity.deleteRaw(key);
       }
     }
-    for (const { svcId } of ids) this.ids.freeSvc(svcId);
+    for (const { svcId } of ids) this.s.ids.freeSvc(svcId);
   }
 
   /** Makes the maps hold exactly `frontends`. Never throws for one bad entry: see result.errors. */
   apply(frontends: readonly Frontend[] | (() => readonly Frontend[]), hint?: ApplyHint): SyncResult {
     this.generation++;
     this.lastFrontends = frontends;
-    if (!this.adopted) hint = undefined; // adoption compares everything
+    if (!this.s.adopted) hint = undefined; // adoption compares everything
     // With a hint the whole list is not walked: a caller may hand it over as a function, read only when needed.
     const list = () => (typeof frontends === 'function' ? frontends() : frontends);
     const first = this.applyOnce(hint ? [] : list(), hint);
@@ -499,36 +390,10 @@ export class Reconciler {
     };
   }
 
-  private setFrontend(feKey: string, st: FrontendState): void {
-    const prev = this.frontends.get(feKey);
-    if (prev) this.unindex(feKey, prev);
-    this.frontends.set(feKey, st);
-    this.bySvcId.set(st.svcId, st);
-    const k = svcKeyOf(st.servicePort);
-    let set = this.bySvc.get(k);
-    if (!set) this.bySvc.set(k, (set = new Set()));
-    set.add(feKey);
-  }
-
-  private deleteFrontend(feKey: string): void {
-    const st = this.frontends.get(feKey);
-    if (st) this.unindex(feKey, st);
-    this.frontends.delete(feKey);
-  }
-
-  private unindex(feKey: string, st: FrontendState): void {
-    if (this.bySvcId.get(st.svcId) === st) this.bySvcId.delete(st.svcId);
-    const k = svcKeyOf(st.servicePort);
-    const set = this.bySvc.get(k);
-    if (!set) return;
-    set.delete(feKey);
-    if (set.size === 0) this.bySvc.delete(k);
-  }
-
   private applyOnce(all: readonly Frontend[], hint?: ApplyHint): SyncResult {
     const t0 = process.hrtime.bigint();
     const errors: SyncError[] = [];
-    if (!this.adopted) this.adopt();
+    if (!this.s.adopted) adopt(this.s, this.dp, (ids) => this.resetBackendStats(ids));
     const written = { backends: 0, tables: 0, services: 0 };
     const deleted = { backends: 0, tables: 0, services: 0 };
 
@@ -537,24 +402,24 @@ export class Reconciler {
     const changes: Change[] = [];
     const frontends: readonly Frontend[] = hint ? [...hint.services].flatMap((k) => hint.frontendsOf(k)) : all;
     for (const fe of frontends) {
-      let feKey = this.feKeys.get(fe);
+      let feKey = this.s.feKeys.get(fe);
       if (feKey === undefined) {
         if (fe.protocol === 'SCTP') {
           errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB', permanent: true });
           continue;
         }
         feKey = frontendKeyOf(fe);
-        this.feKeys.set(fe, feKey);
+        this.s.feKeys.set(fe, feKey);
       }
       // Another Service's (unchanged) frontend holds this key: it stays theirs.
-      const held = hint ? this.frontends.get(feKey) : undefined;
+      const held = hint ? this.s.frontends.get(feKey) : undefined;
       const other = desired.get(feKey) ?? (held?.fe && !hint!.services.has(svcKeyOf(held.servicePort)) ? held.fe : undefined);
       if (other) {
         errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}`, permanent: true });
         continue;
       }
       desired.set(feKey, fe);
-      if (this.frontends.get(feKey)?.fe === fe) continue;
+      if (this.s.frontends.get(feKey)?.fe === fe) continue;
       const proto = IPPROTO[fe.protocol];
       const scope = SCOPE_NUM[fe.scope];
       const keyBuf =
@@ -567,30 +432,30 @@ export class Reconciler {
     const removed: [string, FrontendState][] = [];
     if (hint) {
       for (const k of hint.services) {
-        for (const feKey of this.bySvc.get(k) ?? []) if (!desired.has(feKey)) removed.push([feKey, this.frontends.get(feKey)!]);
+        for (const feKey of this.s.bySvc.get(k) ?? []) if (!desired.has(feKey)) removed.push([feKey, this.s.frontends.get(feKey)!]);
       }
-    } else for (const e of this.frontends) if (!desired.has(e[0])) removed.push(e);
+    } else for (const e of this.s.frontends) if (!desired.has(e[0])) removed.push(e);
 
     // 1. Backends: ids (stable per service port and address), then the entries that differ.
     const beWrites = new Map<number, { val: Buffer; bytes: string; mkey: string; state: BackendState }>();
     for (const c of changes) {
       const sp = servicePortKey(c.fe.servicePort);
-      const prev = this.frontends.get(c.feKey);
+      const prev = this.s.frontends.get(c.feKey);
       const live = prev?.liveTable ? this.liveIdsByKey(prev) : undefined;
       c.backends.forEach((b, i) => {
         const mkey = maglevKey(b);
         const ident = [sp, mkey].join('#');
-        let id = this.idByIdent.get(ident);
+        let id = this.s.idByIdent.get(ident);
         if (id === undefined) {
           const adoptable = live?.get(mkey);
-          id = adoptable !== undefined && this.beById.get(adoptable)?.ident === undefined ? adoptable : this.ids.newBackend();
-          this.idByIdent.set(ident, id);
+          id = adoptable !== undefined && this.s.beById.get(adoptable)?.ident === undefined ? adoptable : this.s.ids.newBackend();
+          this.s.idByIdent.set(ident, id);
         }
-        let st = this.beById.get(id);
+        let st = this.s.beById.get(id);
         if (!st) {
           st = { id, mkey, refs: 0, bytes: '' };
-          this.beById.set(id, st);
-          this.unrefCandidates.add(id);
+          this.s.beById.set(id, st);
+          this.s.unrefCandidates.add(id);
         }
         st.ident = ident;
         st.servicePort = sp;
@@ -646,12 +511,12 @@ export class Reconciler {
         fail('a backend could not be written; previous state kept');
         continue;
       }
-      const prev = this.frontends.get(c.feKey);
+      const prev = this.s.frontends.get(c.feKey);
       let svcId = prev?.svcId;
       const isNew = svcId === undefined;
       if (svcId === undefined) {
         try {
-          svcId = this.ids.allocSvc();
+          svcId = this.s.ids.allocSvc();
         } catch (e) {
           fail((e as Error).message);
           continue;
@@ -660,7 +525,7 @@ export class Reconciler {
       }
       const m = this.tableSizeFor(c.ids.length);
       const tableSig = m === 0 ? 'empty' : [m, c.backends.map((b, i) => `${maglevKey(b)}*${b.weight}=${c.ids[i]}`).sort().join(',')].join(':');
-      if (m > 0 && !this.regions.has(tableSig)) need += m;
+      if (m > 0 && !this.s.regions.has(tableSig)) need += m;
       plans.push({ c, prev, svcId, isNew, m, tableSig });
     }
     this.resetStats(newStats);
@@ -674,17 +539,17 @@ export class Reconciler {
     for (const { c, prev, svcId, isNew, m, tableSig } of plans) {
       let region: Region | undefined;
       if (m > 0) {
-        region = this.regions.get(tableSig);
+        region = this.s.regions.get(tableSig);
         if (!region) {
           const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
           const live = prev?.liveTable && prev.region && prev.region.sig.startsWith('live:') ? prev.region : undefined;
           if (live && sameTable(prev!.liveTable!, m, table)) {
             // The adopted table already holds exactly this: keep it, now under its signature.
-            this.regions.delete(live.sig);
+            this.s.regions.delete(live.sig);
             live.sig = tableSig;
             live.backends = c.backends;
             live.ids = c.ids;
-            this.regions.set(tableSig, live);
+            this.s.regions.set(tableSig, live);
             region = live;
           } else {
             try {
@@ -694,15 +559,15 @@ export class Reconciler {
               try {
                 this.dp.pool.write(off, table);
               } catch (e) {
-                this.slots.releaseUnpublished(off, m);
+                this.s.slots.releaseUnpublished(off, m);
                 throw e;
               }
             } catch (e) {
               errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason: `Maglev table: ${(e as Error).message}` });
-              if (isNew) this.ids.freeSvc(svcId);
+              if (isNew) this.s.ids.freeSvc(svcId);
               continue;
             }
-            this.regions.set(tableSig, region);
+            this.s.regions.set(tableSig, region);
             fresh.push(region);
             written.tables++;
           }
@@ -742,11 +607,11 @@ export class Reconciler {
         if (p.prev!.affinity) shrunk.set(p.svcId, refSet);
         this.goneOf(p.c.feKey, p.svcId, left, gone, refSet);
       }
-      for (const id of refIds) this.beById.get(id)!.refs++;
+      for (const id of refIds) this.s.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       if (p.region) p.region.refs++;
       if (p.prev?.region) released.push(p.prev.region);
-      this.setFrontend(p.c.feKey, {
+      this.s.setFrontend(p.c.feKey, {
         fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valBytes: p.valBuf.toString('latin1'),
         tableSig: p.tableSig, region: p.region, refIds,
         servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
@@ -765,30 +630,30 @@ export class Reconciler {
       if (st.region) released.push(st.region);
       this.goneOf(feKey, st.svcId, st.refIds, gone);
       this.release(st.refIds);
-      this.deleteFrontend(feKey);
+      this.s.deleteFrontend(feKey);
       freed.push({ svcId: st.svcId, affinity: st.affinity });
     }
 
     // 5. Tables no entry names any more: their slots wait for a grace period.
     for (const r of released) {
       if (--r.refs > 0) continue;
-      if (this.regions.get(r.sig) === r) this.regions.delete(r.sig);
-      this.slots.release(r.off, r.m);
+      if (this.s.regions.get(r.sig) === r) this.s.regions.delete(r.sig);
+      this.s.slots.release(r.off, r.m);
       deleted.tables++;
     }
     // Tables written for entries that could not be written were never named: free now.
     for (const r of fresh) {
       if (r.refs > 0) continue;
-      if (this.regions.get(r.sig) === r) this.regions.delete(r.sig);
-      this.slots.releaseUnpublished(r.off, r.m);
+      if (this.s.regions.get(r.sig) === r) this.s.regions.delete(r.sig);
+      this.s.slots.releaseUnpublished(r.off, r.m);
       written.tables--;
     }
     this.freeSvcIds(freed);
     this.dropStaleAffinity(shrunk);
 
     // 6. Backends nobody references.
-    for (const id of this.unrefCandidates) {
-      const b = this.beById.get(id);
+    for (const id of this.s.unrefCandidates) {
+      const b = this.s.beById.get(id);
       if (!b || b.refs > 0) continue;
       if (b.bytes) {
         try {
@@ -800,15 +665,15 @@ export class Reconciler {
         deleted.backends++;
         this.deleteBackendStats(id);
       }
-      this.beById.delete(id);
-      if (b.ident !== undefined && this.idByIdent.get(b.ident) === id) this.idByIdent.delete(b.ident);
+      this.s.beById.delete(id);
+      if (b.ident !== undefined && this.s.idByIdent.get(b.ident) === id) this.s.idByIdent.delete(b.ident);
     }
-    this.unrefCandidates.clear();
+    this.s.unrefCandidates.clear();
 
     return {
       durationMs: Number(process.hrtime.bigint() - t0) / 1e6,
-      frontends: this.frontends.size,
-      backends: this.beById.size,
+      frontends: this.s.frontends.size,
+      backends: this.s.beById.size,
       written,
       deleted,
       errors,
@@ -821,9 +686,9 @@ export class Reconciler {
     const [, , , proto, scope] = feKey.split('|');
     if (Number(proto) !== IPPROTO.UDP || Number(scope) !== SCOPE_INTERNAL) return;
     const kept = new Set<string>();
-    if (keep) for (const id of keep) { const b = this.beById.get(id); if (b) kept.add(b.mkey); }
+    if (keep) for (const id of keep) { const b = this.s.beById.get(id); if (b) kept.add(b.mkey); }
     for (const id of ids) {
-      const b = this.beById.get(id);
+      const b = this.s.beById.get(id);
       if (!b || kept.has(b.mkey)) continue;
       const [addr, port] = b.mkey.split('|');
       out.push({ svcId, addr, port: Number(port), proto: IPPROTO.UDP, family: addr.includes(':') ? 6 : 4 });
@@ -833,10 +698,10 @@ export class Reconciler {
   /** Drops references; ids that reach 0 are deleted at the end of the apply. */
   private release(ids: readonly number[]): void {
     for (const id of ids) {
-      const b = this.beById.get(id);
+      const b = this.s.beById.get(id);
       if (!b) continue;
       b.refs--;
-      if (b.refs <= 0) this.unrefCandidates.add(id);
+      if (b.refs <= 0) this.s.unrefCandidates.add(id);
     }
   }
 
@@ -844,7 +709,7 @@ export class Reconciler {
   private liveIdsByKey(st: FrontendState): Map<string, number> {
     const out = new Map<string, number>();
     for (const id of st.refIds) {
-      const b = this.beById.get(id);
+      const b = this.s.beById.get(id);
       if (b?.bytes) out.set(b.mkey, id);
     }
     return out;
@@ -856,40 +721,40 @@ export class Reconciler {
    * larger copy (one grace period, which also reclaims).
    */
   private ensureFree(n: number): void {
-    if (n === 0 || this.slots.capacity - this.slots.inUse - this.slots.waiting >= n) return;
-    if (this.slots.capacity - this.slots.inUse >= n && this.slots.waiting > 0) {
+    if (n === 0 || this.s.slots.capacity - this.s.slots.inUse - this.s.slots.waiting >= n) return;
+    if (this.s.slots.capacity - this.s.slots.inUse >= n && this.s.slots.waiting > 0) {
       this.dp.pool.barrier();
-      this.slots.reclaim();
+      this.s.slots.reclaim();
       return;
     }
-    const want = Math.max(Math.ceil(this.slots.capacity * POOL_GROWTH), Math.ceil((this.slots.inUse + n) * POOL_GROWTH));
-    this.dp.pool.grow(want, this.slots.highWater);
-    this.slots.grow(this.dp.pool.capacity);
-    this.slots.reclaim();
+    const want = Math.max(Math.ceil(this.s.slots.capacity * POOL_GROWTH), Math.ceil((this.s.slots.inUse + n) * POOL_GROWTH));
+    this.dp.pool.grow(want, this.s.slots.highWater);
+    this.s.slots.grow(this.dp.pool.capacity);
+    this.s.slots.reclaim();
   }
 
   /** A run of m free slots; reclaims or grows when the free runs are too fragmented. */
   private allocSlots(m: number): number {
-    let off = this.slots.alloc(m);
+    let off = this.s.slots.alloc(m);
     if (off !== undefined) return off;
-    if (this.slots.waiting > 0) {
+    if (this.s.slots.waiting > 0) {
       this.dp.pool.barrier();
-      this.slots.reclaim();
-      off = this.slots.alloc(m);
+      this.s.slots.reclaim();
+      off = this.s.slots.alloc(m);
       if (off !== undefined) return off;
     }
-    const want = Math.max(Math.ceil(this.slots.capacity * POOL_GROWTH), this.slots.capacity + m);
-    this.dp.pool.grow(want, this.slots.highWater);
-    this.slots.grow(this.dp.pool.capacity);
-    off = this.slots.alloc(m);
-    if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${this.slots.capacity}`);
+    const want = Math.max(Math.ceil(this.s.slots.capacity * POOL_GROWTH), this.s.slots.capacity + m);
+    this.dp.pool.grow(want, this.s.slots.highWater);
+    this.s.slots.grow(this.dp.pool.capacity);
+    off = this.s.slots.alloc(m);
+    if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${this.s.slots.capacity}`);
     return off;
   }
 
   /** Pool use, for status and metrics. */
   poolUsage(): { capacity: number; inUse: number; waiting: number; tables: number; grows: number; barriers: number } {
     return {
-      capacity: this.slots.capacity, inUse: this.slots.inUse, waiting: this.slots.waiting, tables: this.regions.size,
+      capacity: this.s.slots.capacity, inUse: this.s.slots.inUse, waiting: this.s.slots.waiting, tables: this.s.regions.size,
       grows: this.dp.pool.grows, barriers: this.dp.pool.barriers,
     };
   }
@@ -1003,7 +868,7 @@ export class Reconciler {
 
   /** What the drift check reads: this reconciler's record of what it wrote, and the maps. */
   private driftView(): DriftView {
-    return { frontends: this.frontends, backends: this.beById, maps: this.dp, adopted: this.adopted };
+    return { frontends: this.s.frontends, backends: this.s.beById, maps: this.dp, adopted: this.s.adopted };
   }
 
 }

@@ -1,0 +1,76 @@
+/**
+ * What the reconciler knows it wrote: frontends (with their indexes by Service
+ * and by svc id), backends and their ids, the tables in the pool and which
+ * slots they hold. Adoption (adoption.ts) fills it from the pinned maps, an
+ * apply (reconciler.ts) keeps it equal to the maps, the drift check (drift.ts)
+ * compares the two.
+ */
+import type { Frontend } from '../model/types.js';
+import type { IdAllocator } from './ids.js';
+import { SlotRegions } from './regions.js';
+import type { BackendState, FrontendState, Region } from './reconciler.js';
+
+/** The key a Service's frontends are filed under: namespace/name. */
+export const svcKeyOf = (sp: { namespace: string; name: string }) => `${sp.namespace}/${sp.name}`;
+
+export class ReconcilerState {
+  readonly frontends = new Map<string, FrontendState>();
+  /** Frontend keys by Service (namespace/name), for hinted applies. */
+  readonly bySvc = new Map<string, Set<string>>();
+  /** Frontend state by svc id, for name lookups. */
+  readonly bySvcId = new Map<number, FrontendState>();
+  readonly beById = new Map<number, BackendState>();
+  readonly idByIdent = new Map<string, number>();
+  /** Live tables by signature (adopted ones by `live:off:m` until compared). */
+  readonly regions = new Map<string, Region>();
+  /** Which pool slots are in use, free, or waiting for a grace period. */
+  slots = new SlotRegions(0);
+  /** Backend ids whose reference count may have dropped to 0. */
+  readonly unrefCandidates = new Set<number>();
+  /** Frontend key per model object: unchanged objects cost one lookup per apply. */
+  feKeys = new WeakMap<Frontend, string>();
+  /** The maps were read (adoption ran) since the last forget(). */
+  adopted = false;
+
+  constructor(readonly ids: IdAllocator) {}
+
+  setFrontend(feKey: string, st: FrontendState): void {
+    const prev = this.frontends.get(feKey);
+    if (prev) this.unindex(feKey, prev);
+    this.frontends.set(feKey, st);
+    this.bySvcId.set(st.svcId, st);
+    const k = svcKeyOf(st.servicePort);
+    let set = this.bySvc.get(k);
+    if (!set) this.bySvc.set(k, (set = new Set()));
+    set.add(feKey);
+  }
+
+  deleteFrontend(feKey: string): void {
+    const st = this.frontends.get(feKey);
+    if (st) this.unindex(feKey, st);
+    this.frontends.delete(feKey);
+  }
+
+  /** Forgets everything: the next apply adopts the maps again. */
+  forget(): void {
+    this.frontends.clear();
+    this.bySvc.clear();
+    this.bySvcId.clear();
+    this.beById.clear();
+    this.idByIdent.clear();
+    this.ids.clearSvc();
+    this.regions.clear();
+    this.unrefCandidates.clear();
+    this.feKeys = new WeakMap();
+    this.adopted = false;
+  }
+
+  private unindex(feKey: string, st: FrontendState): void {
+    if (this.bySvcId.get(st.svcId) === st) this.bySvcId.delete(st.svcId);
+    const k = svcKeyOf(st.servicePort);
+    const set = this.bySvc.get(k);
+    if (!set) return;
+    set.delete(feKey);
+    if (set.size === 0) this.bySvc.delete(k);
+  }
+}
