@@ -41,6 +41,7 @@ import { isBpfError, native, type BtfType, type MapInfo, type NativeBpfObject, t
 import { BPF_ANY, BPF_NOEXIST, MapType } from '../bpf/constants.js';
 import { isPerCpuMap, valueBytes } from '../bpf/map.js';
 import { conversion, typeSignature, type Conversion } from '../bpf/btf.js';
+import { openInstalledPool } from './pool.js';
 
 export type MapRole = 'desired' | 'state' | 'counters';
 
@@ -153,7 +154,9 @@ export class MapMigrator {
         const key = MAP_OF_MAPS.has(d.type) ? undefined : conversion(oldBtf?.key, btf.key, old.keySize, d.keySize);
         const value = MAP_OF_MAPS.has(d.type) ? undefined : conversion(oldBtf?.value, btf.value, old.valueSize, d.valueSize);
         const layoutChanges = [...(key?.changes ?? []).map((c) => `key ${c}`), ...(value?.changes ?? [])];
-        const described = reasons.map((r) => (r === 'value layout' || r === 'value size' || r.startsWith('value size')) && layoutChanges.length ? `${r} (${layoutChanges.join(', ')})` : r);
+        // The member changes go with the first reason about a layout or a size of key or value.
+        const at = layoutChanges.length ? reasons.findIndex((r) => /^(key|value) (layout|size)/.test(r)) : -1;
+        const described = reasons.map((r, i) => (i === at ? `${r} (${layoutChanges.join(', ')})` : r));
         m.pending.push({
           name: d.name, pin: d.pinPath, oldFd: fd, role, old, key, value, t0: process.hrtime.bigint(),
           record: {
@@ -243,13 +246,12 @@ export class MapMigrator {
 
 /** The map a map of maps holds in slot 0 now (the Maglev pool), undefined when none. */
 function installedInner(outerFd: number): MapInfo | undefined {
-  const v = native().mapLookup(outerFd, Buffer.alloc(4), 4);
-  if (!v) return undefined;
-  const fd = native().mapGetFdById(v.readUInt32LE(0));
+  const cur = openInstalledPool(outerFd);
+  if (!cur) return undefined;
   try {
-    return native().mapInfo(fd);
+    return native().mapInfo(cur.fd);
   } finally {
-    native().close(fd);
+    native().close(cur.fd);
   }
 }
 

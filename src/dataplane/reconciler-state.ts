@@ -6,12 +6,13 @@
  * compares the two.
  */
 import type { Frontend } from '../model/types.js';
+import { serviceKey } from '../model/endpoints.js';
 import type { IdAllocator } from './ids.js';
 import { SlotRegions } from './regions.js';
 import type { BackendState, FrontendState, Region } from './reconciler.js';
 
-/** The key a Service's frontends are filed under: namespace/name. */
-export const svcKeyOf = (sp: { namespace: string; name: string }) => `${sp.namespace}/${sp.name}`;
+/** The key a Service's frontends are filed under: the model's serviceKey (namespace/name). */
+export const svcKeyOf = (sp: { namespace: string; name: string }) => serviceKey(sp.namespace, sp.name);
 
 export class ReconcilerState {
   readonly frontends = new Map<string, FrontendState>();
