@@ -148,7 +148,6 @@ export class Agent {
   private incremental?: IncrementalModel;
   /** The last apply went through (a hinted apply needs the maps to hold the previous desired state). */
   private lastApplyOk = false;
-  /** Node object last seen (by identity): a Node change makes the next build a full one. */
   /** nodeInfoKey of the Node the incremental model was built with. */
   private lastNodeKey?: string;
   private node: { eligible: boolean; reason?: string } = { eligible: true };
@@ -304,18 +303,16 @@ export class Agent {
       logger.warn({ err: r }, 'could not destroy the sockets of removed backends');
       return;
     }
-    {
-      const failed = r.destroyed.filter((d) => d.err !== 0);
-      metrics.socketsDestroyed.inc({ result: 'destroyed' }, r.destroyed.length - failed.length);
-      if (failed.length) metrics.socketsDestroyed.inc({ result: 'failed' }, failed.length);
-      this.lastReap = { at: new Date(this.now()).toISOString(), backends: gone.length, namespaces: r.namespaces, destroyed: r.destroyed.length - failed.length, failed: failed.length, ms: Math.round(r.ms * 100) / 100 };
-      const fmt = (d: { addr: string; port: number }) => `${d.addr.includes(':') ? `[${d.addr}]` : d.addr}:${d.port}`;
-      if (r.destroyed.length || r.errors.length) {
-        logger.info(
-          { ...this.lastReap, sockets: r.destroyed.slice(0, 20).map((d) => ({ peer: fmt(d), netns: d.netns, cookie: String(d.cookie), err: d.err })), errors: r.errors.slice(0, 5) },
-          'connected UDP sockets to removed backends destroyed',
-        );
-      }
+    const failed = r.destroyed.filter((d) => d.err !== 0);
+    metrics.socketsDestroyed.inc({ result: 'destroyed' }, r.destroyed.length - failed.length);
+    if (failed.length) metrics.socketsDestroyed.inc({ result: 'failed' }, failed.length);
+    this.lastReap = { at: new Date(this.now()).toISOString(), backends: gone.length, namespaces: r.namespaces, destroyed: r.destroyed.length - failed.length, failed: failed.length, ms: Math.round(r.ms * 100) / 100 };
+    const fmt = (d: { addr: string; port: number }) => `${d.addr.includes(':') ? `[${d.addr}]` : d.addr}:${d.port}`;
+    if (r.destroyed.length || r.errors.length) {
+      logger.info(
+        { ...this.lastReap, sockets: r.destroyed.slice(0, 20).map((d) => ({ peer: fmt(d), netns: d.netns, cookie: String(d.cookie), err: d.err })), errors: r.errors.slice(0, 5) },
+        'connected UDP sockets to removed backends destroyed',
+      );
     }
   }
   lastReap?: { at: string; backends: number; namespaces: number; destroyed: number; failed: number; ms: number };
