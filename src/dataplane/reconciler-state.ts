@@ -5,14 +5,61 @@
  * apply (reconciler.ts) keeps it equal to the maps, the drift check (drift.ts)
  * compares the two.
  */
-import type { Frontend } from '../model/types.js';
+import type { Backend, Frontend, FrontendType, ServicePortName } from '../model/types.js';
 import { serviceKey } from '../model/endpoints.js';
 import type { IdAllocator } from './ids.js';
 import { SlotRegions } from './regions.js';
-import type { BackendState, FrontendState, Region } from './reconciler.js';
 
 /** The key a Service's frontends are filed under: the model's serviceKey (namespace/name). */
 export const svcKeyOf = (sp: { namespace: string; name: string }) => serviceKey(sp.namespace, sp.name);
+
+/** What the reconciler knows it wrote for a frontend. */
+export interface FrontendState {
+  /** The model object last applied; undefined right after adoption from the maps. */
+  fe?: Frontend;
+  svcId: number;
+  family: 4 | 6;
+  keyBuf: Buffer;
+  /** The service value written, one character per byte. */
+  valBytes: string;
+  /** 'empty' (no table), `${M}:…` (signature of the table written), 'live' (adopted, see liveTable), 'unknown'. */
+  tableSig: string;
+  /** Adopted table (M ids), kept until the first apply compares it. */
+  liveTable?: Uint32Array;
+  /** The pool slots the entry names; undefined when it names none. */
+  region?: Region;
+  /** Distinct backend ids this frontend holds a reference on. */
+  refIds: readonly number[];
+  servicePort: ServicePortName;
+  type: FrontendType;
+  affinity: boolean;
+}
+
+/** A table in the pool: M slots from off, named by `refs` service entries (tables with equal content are shared). */
+export interface Region {
+  off: number;
+  m: number;
+  /** The table's signature (M, backends, weights, ids); `live:off:m` for an adopted table not yet compared. */
+  sig: string;
+  refs: number;
+  /** What it was built from, for the deep drift check (empty for an adopted table). */
+  backends: readonly Backend[];
+  ids: readonly number[];
+}
+
+export interface BackendState {
+  id: number;
+  /** `${servicePort}#${addr}|${port}|${proto}`; undefined for an adopted entry not yet matched. */
+  ident?: string;
+  /** Maglev identity (addr|port|proto) of what the map holds. */
+  mkey: string;
+  refs: number;
+  /** The value in the map, one character per byte (latin1: half the size of hex); '' when not written yet. */
+  bytes: string;
+  /** servicePortKey() of its Service port and its node, for names (undefined for an adopted entry not yet matched). */
+  servicePort?: string;
+  nodeName?: string;
+}
 
 export class ReconcilerState {
   readonly frontends = new Map<string, FrontendState>();

@@ -3,6 +3,8 @@
  * the difference, in an order that never lets a connect() see a dangling
  * reference:
  *
+ *   0. plan (planner.ts, pure): which frontends are new or changed, which go;
+ *      allocate (allocate.ts): backend ids for the changes;
  *   1. backends that are new or changed;
  *   2. Maglev tables that are new: written into free slots of the table pool
  *      (pool.ts), which no entry names yet; a table with the same content as
@@ -15,30 +17,32 @@
  *
  * IDs are stable: a frontend keeps its svc_id and a backend (per service port
  * and address) keeps its backend_id for as long as it exists, and both are
- * recovered from the pinned maps when the agent restarts, so a restart with
- * the same desired state writes nothing. Backend ids grow monotonically and
- * are never reused, so a stale affinity entry can never point at somebody
- * else's backend; svc ids are reused, after the affinity entries that named
- * them are deleted.
+ * recovered from the pinned maps when the agent restarts (adoption.ts), so a
+ * restart with the same desired state writes nothing. Backend ids grow
+ * monotonically and are never reused, so a stale affinity entry can never
+ * point at somebody else's backend; svc ids are reused, after the affinity
+ * entries that named them are deleted. What was written is recorded in
+ * ReconcilerState; drift.ts compares that record with the maps.
  */
 import { buildMaglevTable, autoTableSize, isValidTableSize, DEFAULT_MAGLEV_SIZE, MAGLEV_PRIMES } from '../maglev/index.js';
-import type { Backend, Frontend, FrontendType, ServicePortName } from '../model/types.js';
+import type { Frontend, FrontendType, ServicePortName } from '../model/types.js';
 import { servicePortKey } from '../model/types.js';
 import type { BpfMap } from '../bpf/map.js';
-import { isBpfError } from '../bpf/native.js';
-import { BPF_ANY } from '../bpf/constants.js';
 import type { TablePool } from './pool.js';
 import type { AffinityKey, AffinityVal, BeStats, SvcStats, Svc4Key, Svc6Key } from './layout.js';
 import { driftSteps, type DriftView } from './drift.js';
 import { IdAllocator } from './ids.js';
-import { ReconcilerState, svcKeyOf } from './reconciler-state.js';
+import { ReconcilerState, type FrontendState, type Region } from './reconciler-state.js';
 import { adopt } from './adoption.js';
 import { runSteps, runStepsAsync } from '../util/steps.js';
-import {
-  BE_F_LOCAL, BE_F_TERMINATING, IPPROTO, SCOPE_EXTERNAL, SCOPE_INTERNAL, SVC_F_AFFINITY, SVC_F_EXTERNAL,
-  SVC_F_NODEPORT, affinityKeyCodec, affinityValCodec, backendCodec, svc4KeyCodec, svc6KeyCodec, svcStatsCodec, svcValCodec, beStatsCodec,
-  type BackendVal, type SvcVal,
-} from './layout.js';
+import { IPPROTO, SCOPE_INTERNAL, affinityKeyCodec, affinityValCodec, svcValCodec, type BackendVal, type SvcVal } from './layout.js';
+import { maglevKey, svcVal, tableSignature } from './encode.js';
+import { planFrontends, type Change } from './planner.js';
+import { allocSlots, assignBackendIds, ensureFreeSlots, type BackendWrite } from './allocate.js';
+import { dropCounter, fullMapReason, writeBatch, zeroCounters } from './writer.js';
+
+export { frontendKeyString, maglevKey, readableKey } from './encode.js';
+export type { BackendState, FrontendState, Region } from './reconciler-state.js';
 
 export interface MaglevSizing {
   /** Table size M, or the upper bound when auto. Prime, 251 … 131071. */
@@ -91,12 +95,6 @@ export interface ApplyHint {
 }
 
 
-/** A write error as an operator reads it: a full hash map (E2BIG) says which map, its capacity and the flag that sets it. */
-function fullMapReason(err: Error, map: string, capacity: number, flag: string): string {
-  if (isBpfError(err, 'E2BIG')) return `map ${map} is full (${capacity.toLocaleString('en-US')} entries; ${flag}): ${err.message}`;
-  return err.message;
-}
-
 export interface SyncError {
   frontend?: string;
   servicePort?: string;
@@ -133,112 +131,32 @@ export interface DriftEntry {
   actual?: unknown;
 }
 
-/** What the reconciler knows it wrote for a frontend. */
-export interface FrontendState {
-  /** The model object last applied; undefined right after adoption from the maps. */
-  fe?: Frontend;
+/** One pass of an apply: what it did, what it could not, and what the later steps free. */
+interface Pass {
+  written: SyncResult['written'];
+  deleted: SyncResult['deleted'];
+  errors: SyncError[];
+  gone: SyncResult['gone'];
+  /** Tables whose reference this pass dropped (step 5 frees those no entry names). */
+  released: Region[];
+  /** Tables written in this pass (freed at once when no entry came to name them). */
+  fresh: Region[];
+  /** Service ids to release (after the affinity entries that name them). */
+  freed: { svcId: number; affinity: boolean }[];
+  /** Sticky frontends whose set lost a backend: svc id → the ids it holds now. */
+  shrunk: Map<number, Set<number>>;
+}
+
+/** A change with its svc id, table and service value: ready for its entry. */
+interface Placed {
+  c: Change;
+  prev?: FrontendState;
   svcId: number;
-  family: 4 | 6;
-  keyBuf: Buffer;
-  /** The service value written, one character per byte. */
-  valBytes: string;
-  /** 'empty' (no table), `${M}:…` (signature of the table written), 'live' (adopted, see liveTable), 'unknown'. */
+  isNew: boolean;
   tableSig: string;
-  /** Adopted table (M ids), kept until the first apply compares it. */
-  liveTable?: Uint32Array;
-  /** The pool slots the entry names; undefined when it names none. */
+  valBuf: Buffer;
   region?: Region;
-  /** Distinct backend ids this frontend holds a reference on. */
-  refIds: readonly number[];
-  servicePort: ServicePortName;
-  type: FrontendType;
-  affinity: boolean;
-}
-
-/** A table in the pool: M slots from off, named by `refs` service entries (tables with equal content are shared). */
-export interface Region {
-  off: number;
-  m: number;
-  /** The table's signature (M, backends, weights, ids); `live:off:m` for an adopted table not yet compared. */
-  sig: string;
-  refs: number;
-  /** What it was built from, for the deep drift check (empty for an adopted table). */
-  backends: readonly Backend[];
-  ids: readonly number[];
-}
-
-export interface BackendState {
-  id: number;
-  /** `${servicePort}#${addr}|${port}|${proto}`; undefined for an adopted entry not yet matched. */
-  ident?: string;
-  /** Maglev identity (addr|port|proto) of what the map holds. */
-  mkey: string;
-  refs: number;
-  /** The value in the map, one character per byte (latin1: half the size of hex); '' when not written yet. */
-  bytes: string;
-  /** servicePortKey() of its Service port and its node, for names (undefined for an adopted entry not yet matched). */
-  servicePort?: string;
-  nodeName?: string;
-}
-
-/** A desired frontend whose model object changed since the last apply. */
-interface Change {
-  feKey: string;
-  fe: Frontend;
-  keyBuf: Buffer;
-  backends: Backend[];
-  ids: number[];
-}
-
-const SCOPE_NUM = { internal: SCOPE_INTERNAL, external: SCOPE_EXTERNAL } as const;
-
-/** The pool grows to at least this much more than it needs (fewer copies during a large first sync). */
-const POOL_GROWTH = 1.5;
-
-export function frontendKeyString(family: 4 | 6, addr: string, port: number, proto: number, scope: number): string {
-  return `${family}|${addr}|${port}|${proto}|${scope}`;
-}
-
-function frontendKeyOf(fe: Frontend): string {
-  return frontendKeyString(fe.family, fe.addr, fe.port, IPPROTO[fe.protocol], SCOPE_NUM[fe.scope]);
-}
-
-export function readableKey(feKey: string): string {
-  const [, addr, port, proto, scope] = feKey.split('|');
-  const p = proto === '6' ? 'TCP' : proto === '17' ? 'UDP' : proto;
-  return `${addr.includes(':') ? `[${addr}]` : addr}:${port}/${p} ${Number(scope) === SCOPE_INTERNAL ? 'internal' : 'external'}`;
-}
-
-/** Identity that decides a backend's Maglev permutation: the same on every node. */
-export function maglevKey(b: { addr: string; port: number; protocol?: string; proto?: number }): string {
-  const proto = b.protocol ? IPPROTO[b.protocol as keyof typeof IPPROTO] : b.proto;
-  // join, not a template: the result is one flat string; a template's is a tree of concatenations
-  // (four heap objects), and one is kept per backend (100,000 at 10,000 Services).
-  return [b.addr, b.port, proto].join('|');
-}
-
-function backendVal(b: Backend): BackendVal {
-  return {
-    addr: b.addr,
-    port: b.port,
-    proto: IPPROTO[b.protocol],
-    family: b.family,
-    flags: (b.local ? BE_F_LOCAL : 0) | (b.terminating ? BE_F_TERMINATING : 0),
-  };
-}
-
-function svcVal(fe: Frontend, svcId: number, backendCount: number, table?: { off: number; m: number }): SvcVal {
-  return {
-    svcId,
-    tableM: table?.m ?? 0,
-    tableOff: table?.off ?? 0,
-    backendCount: Math.min(backendCount, 0xffff),
-    flags:
-      (fe.affinityTimeoutSec > 0 ? SVC_F_AFFINITY : 0) |
-      (fe.type === 'NodePort' ? SVC_F_NODEPORT : 0) |
-      (fe.type === 'LoadBalancer' || fe.type === 'ExternalIP' ? SVC_F_EXTERNAL : 0),
-    affinityTimeout: fe.affinityTimeoutSec,
-  };
+  failed?: boolean;
 }
 
 export class Reconciler {
@@ -392,123 +310,70 @@ export class Reconciler {
 
   private applyOnce(all: readonly Frontend[], hint?: ApplyHint): SyncResult {
     const t0 = process.hrtime.bigint();
-    const errors: SyncError[] = [];
-    if (!this.s.adopted) adopt(this.s, this.dp, (ids) => this.resetBackendStats(ids));
-    const written = { backends: 0, tables: 0, services: 0 };
-    const deleted = { backends: 0, tables: 0, services: 0 };
+    if (!this.s.adopted) adopt(this.s, this.dp, (ids) => zeroCounters(this.dp.beStats, ids));
+    const plan = planFrontends(this.s, all, hint);
+    const pass: Pass = {
+      written: { backends: 0, tables: 0, services: 0 }, deleted: { backends: 0, tables: 0, services: 0 },
+      errors: plan.errors, gone: [], released: [], fresh: [], freed: [], shrunk: new Map(),
+    };
+    const failedBackends = this.writeBackends(assignBackendIds(this.s, plan.changes), pass);
+    const placed = this.placeTables(plan.changes, failedBackends, pass);
+    this.writeServices(placed, pass);
+    this.commitServices(placed, pass);
+    this.removeFrontends(plan.removed, pass);
+    this.releaseTables(pass);
+    this.freeSvcIds(pass.freed);
+    this.dropStaleAffinity(pass.shrunk);
+    this.deleteUnreferencedBackends(pass);
+    return {
+      durationMs: Number(process.hrtime.bigint() - t0) / 1e6,
+      frontends: this.s.frontends.size,
+      backends: this.s.beById.size,
+      written: pass.written,
+      deleted: pass.deleted,
+      errors: pass.errors,
+      gone: pass.gone,
+    };
+  }
 
-    // Which frontends are wanted, and which of them changed (by model object identity).
-    const desired = new Map<string, Frontend>();
-    const changes: Change[] = [];
-    const frontends: readonly Frontend[] = hint ? [...hint.services].flatMap((k) => hint.frontendsOf(k)) : all;
-    for (const fe of frontends) {
-      let feKey = this.s.feKeys.get(fe);
-      if (feKey === undefined) {
-        if (fe.protocol === 'SCTP') {
-          errors.push({ servicePort: servicePortKey(fe.servicePort), reason: 'protocol SCTP is not supported by the socket LB', permanent: true });
-          continue;
-        }
-        feKey = frontendKeyOf(fe);
-        this.s.feKeys.set(fe, feKey);
-      }
-      // Another Service's (unchanged) frontend holds this key: it stays theirs.
-      const held = hint ? this.s.frontends.get(feKey) : undefined;
-      const other = desired.get(feKey) ?? (held?.fe && !hint!.services.has(svcKeyOf(held.servicePort)) ? held.fe : undefined);
-      if (other) {
-        errors.push({ frontend: feKey, servicePort: servicePortKey(fe.servicePort), reason: `frontend also claimed by ${servicePortKey(other.servicePort)}`, permanent: true });
-        continue;
-      }
-      desired.set(feKey, fe);
-      if (this.s.frontends.get(feKey)?.fe === fe) continue;
-      const proto = IPPROTO[fe.protocol];
-      const scope = SCOPE_NUM[fe.scope];
-      const keyBuf =
-        fe.family === 4
-          ? svc4KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope })
-          : svc6KeyCodec.encode({ addr: fe.addr, port: fe.port, proto, scope });
-      const backends = fe.backends.filter((b) => b.family === fe.family && b.weight > 0);
-      changes.push({ feKey, fe, keyBuf, backends, ids: new Array(backends.length) });
-    }
-    const removed: [string, FrontendState][] = [];
-    if (hint) {
-      for (const k of hint.services) {
-        for (const feKey of this.s.bySvc.get(k) ?? []) if (!desired.has(feKey)) removed.push([feKey, this.s.frontends.get(feKey)!]);
-      }
-    } else for (const e of this.s.frontends) if (!desired.has(e[0])) removed.push(e);
-
-    // 1. Backends: ids (stable per service port and address), then the entries that differ.
-    const beWrites = new Map<number, { val: Buffer; bytes: string; mkey: string; state: BackendState }>();
-    for (const c of changes) {
-      const sp = servicePortKey(c.fe.servicePort);
-      const prev = this.s.frontends.get(c.feKey);
-      const live = prev?.liveTable ? this.liveIdsByKey(prev) : undefined;
-      c.backends.forEach((b, i) => {
-        const mkey = maglevKey(b);
-        const ident = [sp, mkey].join('#');
-        let id = this.s.idByIdent.get(ident);
-        if (id === undefined) {
-          const adoptable = live?.get(mkey);
-          id = adoptable !== undefined && this.s.beById.get(adoptable)?.ident === undefined ? adoptable : this.s.ids.newBackend();
-          this.s.idByIdent.set(ident, id);
-        }
-        let st = this.s.beById.get(id);
-        if (!st) {
-          st = { id, mkey, refs: 0, bytes: '' };
-          this.s.beById.set(id, st);
-          this.s.unrefCandidates.add(id);
-        }
-        st.ident = ident;
-        st.servicePort = sp;
-        st.nodeName = b.nodeName;
-        c.ids[i] = id;
-        if (beWrites.has(id)) return;
-        const val = backendCodec.encode(backendVal(b));
-        const bytes = val.toString('latin1');
-        if (st.bytes !== bytes) beWrites.set(id, { val, bytes, mkey, state: st });
-      });
-    }
-    const failedBackends = new Set<number>();
-    this.writeBatch(
+  /** 1. Backend entries that differ; returns the ids that could not be written (their frontends wait). */
+  private writeBackends(writes: Map<number, BackendWrite>, pass: Pass): Set<number> {
+    const failed = new Set<number>();
+    writeBatch(
       this.dp.backends,
-      [...beWrites].map(([id, w]) => [id, w.val, id] as const),
+      [...writes].map(([id, w]) => [id, w.val, id] as const),
       (id, err) => {
-        failedBackends.add(id);
-        errors.push({ reason: `backend ${id}: ${fullMapReason(err, 'sy_backend', this.dp.backends.maxEntries, '--max-backends')}` });
+        failed.add(id);
+        pass.errors.push({ reason: `backend ${id}: ${fullMapReason(err, 'sy_backend', this.dp.backends.maxEntries, '--max-backends')}` });
       },
     );
-    const freshBackends: number[] = [];
-    for (const [id, w] of beWrites) {
-      if (failedBackends.has(id)) continue;
+    const fresh: number[] = [];
+    for (const [id, w] of writes) {
+      if (failed.has(id)) continue;
       // A backend new to the map starts its counters at 0 (a changed one keeps them).
-      if (w.state.bytes === '') freshBackends.push(id);
+      if (w.state.bytes === '') fresh.push(id);
       w.state.bytes = w.bytes;
       w.state.mkey = w.mkey;
-      written.backends++;
+      pass.written.backends++;
     }
+    zeroCounters(this.dp.beStats, fresh);
+    return failed;
+  }
 
-    this.resetBackendStats(freshBackends);
-
-    // 2. Tables: new ones written into free pool slots (no entry names them yet);
-    //    a table equal to a live one is shared.
-    interface Pending {
-      c: Change;
-      prev?: FrontendState;
-      svcId: number;
-      isNew: boolean;
-      tableSig: string;
-      valBuf: Buffer;
-      region?: Region;
-      failed?: boolean;
-    }
-    const pending: Pending[] = [];
+  /**
+   * 2. A svc id and a table for each change: a table equal to a live one is shared, an adopted
+   * table that already holds exactly this is kept, and new ones are written into free pool slots
+   * (no entry names them yet). Room for every new table is made first: one grace period or one
+   * larger pool, not one per table.
+   */
+  private placeTables(changes: readonly Change[], failedBackends: ReadonlySet<number>, pass: Pass): Placed[] {
+    const fail = (c: Change, reason: string) => pass.errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason });
     const newStats: number[] = [];
-    const fresh: Region[] = [];
     const plans: { c: Change; prev?: FrontendState; svcId: number; isNew: boolean; m: number; tableSig: string }[] = [];
     let need = 0;
     for (const c of changes) {
-      const fail = (reason: string) => errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason });
       if (c.ids.some((id) => failedBackends.has(id))) {
-        fail('a backend could not be written; previous state kept');
+        fail(c, 'a backend could not be written; previous state kept');
         continue;
       }
       const prev = this.s.frontends.get(c.feKey);
@@ -518,140 +383,145 @@ export class Reconciler {
         try {
           svcId = this.s.ids.allocSvc();
         } catch (e) {
-          fail((e as Error).message);
+          fail(c, (e as Error).message);
           continue;
         }
         newStats.push(svcId);
       }
       const m = this.tableSizeFor(c.ids.length);
-      const tableSig = m === 0 ? 'empty' : [m, c.backends.map((b, i) => `${maglevKey(b)}*${b.weight}=${c.ids[i]}`).sort().join(',')].join(':');
+      const tableSig = tableSignature(m, c.backends, c.ids);
       if (m > 0 && !this.s.regions.has(tableSig)) need += m;
       plans.push({ c, prev, svcId, isNew, m, tableSig });
     }
-    this.resetStats(newStats);
-    // Room for every new table first: one grace period or one larger pool, not one per table.
+    zeroCounters(this.dp.svcStats, newStats);
     let room: Error | undefined;
     try {
-      this.ensureFree(need);
+      ensureFreeSlots(this.s, this.dp.pool, need);
     } catch (e) {
       room = e as Error;
     }
+    const placed: Placed[] = [];
     for (const { c, prev, svcId, isNew, m, tableSig } of plans) {
       let region: Region | undefined;
       if (m > 0) {
-        region = this.s.regions.get(tableSig);
-        if (!region) {
-          const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
-          const live = prev?.liveTable && prev.region && prev.region.sig.startsWith('live:') ? prev.region : undefined;
-          if (live && sameTable(prev!.liveTable!, m, table)) {
-            // The adopted table already holds exactly this: keep it, now under its signature.
-            this.s.regions.delete(live.sig);
-            live.sig = tableSig;
-            live.backends = c.backends;
-            live.ids = c.ids;
-            this.s.regions.set(tableSig, live);
-            region = live;
-          } else {
-            try {
-              if (room) throw room;
-              const off = this.allocSlots(m);
-              region = { off, m, sig: tableSig, refs: 0, backends: c.backends, ids: c.ids };
-              try {
-                this.dp.pool.write(off, table);
-              } catch (e) {
-                this.s.slots.releaseUnpublished(off, m);
-                throw e;
-              }
-            } catch (e) {
-              errors.push({ frontend: c.feKey, servicePort: servicePortKey(c.fe.servicePort), reason: `Maglev table: ${(e as Error).message}` });
-              if (isNew) this.s.ids.freeSvc(svcId);
-              continue;
-            }
-            this.s.regions.set(tableSig, region);
-            fresh.push(region);
-            written.tables++;
-          }
+        try {
+          region = this.s.regions.get(tableSig) ?? this.newTable(c, prev, m, tableSig, room, pass);
+        } catch (e) {
+          fail(c, `Maglev table: ${(e as Error).message}`);
+          if (isNew) this.s.ids.freeSvc(svcId);
+          continue;
         }
       }
-      pending.push({ c, prev, svcId, isNew, tableSig, region, valBuf: svcValCodec.encode(svcVal(c.fe, svcId, c.ids.length, region)) });
+      placed.push({ c, prev, svcId, isNew, tableSig, region, valBuf: svcValCodec.encode(svcVal(c.fe, svcId, c.ids.length, region)) });
     }
+    return placed;
+  }
 
-    // 3. Service entries, after their tables.
-    for (const family of [4, 6] as const) {
-      const todo = pending.filter((p) => !p.failed && p.c.fe.family === family && p.prev?.valBytes !== p.valBuf.toString('latin1'));
-      this.writeBatch(
-        family === 4 ? this.dp.svc4 : this.dp.svc6,
-        todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const),
-        (p, err) => {
-          p.failed = true;
-          errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${fullMapReason(err, family === 4 ? 'sy_svc4' : 'sy_svc6', (family === 4 ? this.dp.svc4 : this.dp.svc6).maxEntries, '--max-services')}` });
-        },
-      );
-      for (const p of todo) if (!p.failed) written.services++;
+  /** A table no live one equals: the adopted one when it holds exactly this, else written into free slots. */
+  private newTable(c: Change, prev: FrontendState | undefined, m: number, tableSig: string, room: Error | undefined, pass: Pass): Region {
+    const table = buildMaglevTable(c.backends.map((b, i) => ({ key: maglevKey(b), weight: b.weight, value: c.ids[i] })), m);
+    const live = prev?.liveTable && prev.region && prev.region.sig.startsWith('live:') ? prev.region : undefined;
+    if (live && sameTable(prev!.liveTable!, m, table)) {
+      // The adopted table already holds exactly this: keep it, now under its signature.
+      this.s.regions.delete(live.sig);
+      live.sig = tableSig;
+      live.backends = c.backends;
+      live.ids = c.ids;
+      this.s.regions.set(tableSig, live);
+      return live;
     }
-    const freed: { svcId: number; affinity: boolean }[] = [];
-    // Sticky frontends whose set lost a backend: svc id → the ids it holds now.
-    const shrunk = new Map<number, Set<number>>();
-    const gone: SyncResult['gone'] = [];
-    const released: Region[] = [];
-    for (const p of pending) {
+    if (room) throw room;
+    const off = allocSlots(this.s, this.dp.pool, m);
+    try {
+      this.dp.pool.write(off, table);
+    } catch (e) {
+      this.s.slots.releaseUnpublished(off, m);
+      throw e;
+    }
+    const region: Region = { off, m, sig: tableSig, refs: 0, backends: c.backends, ids: c.ids };
+    this.s.regions.set(tableSig, region);
+    pass.fresh.push(region);
+    pass.written.tables++;
+    return region;
+  }
+
+  /** 3. Service entries whose value differs, after their tables. */
+  private writeServices(placed: readonly Placed[], pass: Pass): void {
+    for (const family of [4, 6] as const) {
+      const map = family === 4 ? this.dp.svc4 : this.dp.svc6;
+      const todo = placed.filter((p) => p.c.fe.family === family && p.prev?.valBytes !== p.valBuf.toString('latin1'));
+      writeBatch(map, todo.map((p) => [p.c.keyBuf, p.valBuf, p] as const), (p, err) => {
+        p.failed = true;
+        const reason = fullMapReason(err, family === 4 ? 'sy_svc4' : 'sy_svc6', map.maxEntries, '--max-services');
+        pass.errors.push({ frontend: p.c.feKey, servicePort: servicePortKey(p.c.fe.servicePort), reason: `service entry: ${reason}` });
+      });
+      for (const p of todo) if (!p.failed) pass.written.services++;
+    }
+  }
+
+  /** The written entries become the record: references move from the old backends and table to the new. */
+  private commitServices(placed: readonly Placed[], pass: Pass): void {
+    for (const p of placed) {
       if (p.failed) {
-        // The entry still names what it named before; a table made for it alone is dropped below.
-        if (p.isNew) freed.push({ svcId: p.svcId, affinity: false });
+        // The entry still names what it named before; a table made for it alone is dropped in step 5.
+        if (p.isNew) pass.freed.push({ svcId: p.svcId, affinity: false });
         continue;
       }
       const refSet = new Set(p.c.ids);
       const refIds = [...refSet];
       const left = p.prev?.refIds.filter((id) => !refSet.has(id)) ?? [];
       if (left.length > 0) {
-        if (p.prev!.affinity) shrunk.set(p.svcId, refSet);
-        this.goneOf(p.c.feKey, p.svcId, left, gone, refSet);
+        if (p.prev!.affinity) pass.shrunk.set(p.svcId, refSet);
+        this.goneOf(p.c.feKey, p.svcId, left, pass.gone, refSet);
       }
       for (const id of refIds) this.s.beById.get(id)!.refs++;
       if (p.prev) this.release(p.prev.refIds);
       if (p.region) p.region.refs++;
-      if (p.prev?.region) released.push(p.prev.region);
+      if (p.prev?.region) pass.released.push(p.prev.region);
       this.s.setFrontend(p.c.feKey, {
         fe: p.c.fe, svcId: p.svcId, family: p.c.fe.family, keyBuf: p.c.keyBuf, valBytes: p.valBuf.toString('latin1'),
         tableSig: p.tableSig, region: p.region, refIds,
         servicePort: p.c.fe.servicePort, type: p.c.fe.type, affinity: p.c.fe.affinityTimeoutSec > 0,
       });
     }
+  }
 
-    // 4. Frontends no longer wanted: entries first, then (below) their tables and ids.
+  /** 4. Frontends no longer wanted: entries first; their tables and ids in the steps after. */
+  private removeFrontends(removed: readonly [string, FrontendState][], pass: Pass): void {
     for (const [feKey, st] of removed) {
       const map = st.family === 4 ? this.dp.svc4 : this.dp.svc6;
       try {
-        if (map.deleteRaw(st.keyBuf)) deleted.services++;
+        if (map.deleteRaw(st.keyBuf)) pass.deleted.services++;
       } catch (e) {
-        errors.push({ frontend: feKey, reason: `delete service entry: ${(e as Error).message}` });
+        pass.errors.push({ frontend: feKey, reason: `delete service entry: ${(e as Error).message}` });
         continue;
       }
-      if (st.region) released.push(st.region);
-      this.goneOf(feKey, st.svcId, st.refIds, gone);
+      if (st.region) pass.released.push(st.region);
+      this.goneOf(feKey, st.svcId, st.refIds, pass.gone);
       this.release(st.refIds);
       this.s.deleteFrontend(feKey);
-      freed.push({ svcId: st.svcId, affinity: st.affinity });
+      pass.freed.push({ svcId: st.svcId, affinity: st.affinity });
     }
+  }
 
-    // 5. Tables no entry names any more: their slots wait for a grace period.
-    for (const r of released) {
+  /** 5. Tables no entry names any more: their slots wait for a grace period; those never named are free now. */
+  private releaseTables(pass: Pass): void {
+    for (const r of pass.released) {
       if (--r.refs > 0) continue;
       if (this.s.regions.get(r.sig) === r) this.s.regions.delete(r.sig);
       this.s.slots.release(r.off, r.m);
-      deleted.tables++;
+      pass.deleted.tables++;
     }
-    // Tables written for entries that could not be written were never named: free now.
-    for (const r of fresh) {
+    for (const r of pass.fresh) {
       if (r.refs > 0) continue;
       if (this.s.regions.get(r.sig) === r) this.s.regions.delete(r.sig);
       this.s.slots.releaseUnpublished(r.off, r.m);
-      written.tables--;
+      pass.written.tables--;
     }
-    this.freeSvcIds(freed);
-    this.dropStaleAffinity(shrunk);
+  }
 
-    // 6. Backends nobody references.
+  /** 6. Backends nobody references: entry, counters, id. */
+  private deleteUnreferencedBackends(pass: Pass): void {
     for (const id of this.s.unrefCandidates) {
       const b = this.s.beById.get(id);
       if (!b || b.refs > 0) continue;
@@ -659,26 +529,16 @@ export class Reconciler {
         try {
           this.dp.backends.delete(id);
         } catch (e) {
-          errors.push({ reason: `delete backend ${id}: ${(e as Error).message}` });
+          pass.errors.push({ reason: `delete backend ${id}: ${(e as Error).message}` });
           continue;
         }
-        deleted.backends++;
-        this.deleteBackendStats(id);
+        pass.deleted.backends++;
+        dropCounter(this.dp.beStats, id);
       }
       this.s.beById.delete(id);
       if (b.ident !== undefined && this.s.idByIdent.get(b.ident) === id) this.s.idByIdent.delete(b.ident);
     }
     this.s.unrefCandidates.clear();
-
-    return {
-      durationMs: Number(process.hrtime.bigint() - t0) / 1e6,
-      frontends: this.s.frontends.size,
-      backends: this.s.beById.size,
-      written,
-      deleted,
-      errors,
-      gone,
-    };
   }
 
   /** Backends of a UDP frontend of the socket path, as the reaper's keys (svc id + address). */
@@ -705,134 +565,12 @@ export class Reconciler {
     }
   }
 
-  /** Adopted backend ids of a frontend's live table by Maglev identity. */
-  private liveIdsByKey(st: FrontendState): Map<string, number> {
-    const out = new Map<string, number>();
-    for (const id of st.refIds) {
-      const b = this.s.beById.get(id);
-      if (b?.bytes) out.set(b.mkey, id);
-    }
-    return out;
-  }
-
-  /**
-   * Makes sure `n` slots can be allocated without waiting: first by reclaiming
-   * quarantined slots (one grace period), then by replacing the pool with a
-   * larger copy (one grace period, which also reclaims).
-   */
-  private ensureFree(n: number): void {
-    if (n === 0 || this.s.slots.capacity - this.s.slots.inUse - this.s.slots.waiting >= n) return;
-    if (this.s.slots.capacity - this.s.slots.inUse >= n && this.s.slots.waiting > 0) {
-      this.dp.pool.barrier();
-      this.s.slots.reclaim();
-      return;
-    }
-    const want = Math.max(Math.ceil(this.s.slots.capacity * POOL_GROWTH), Math.ceil((this.s.slots.inUse + n) * POOL_GROWTH));
-    this.dp.pool.grow(want, this.s.slots.highWater);
-    this.s.slots.grow(this.dp.pool.capacity);
-    this.s.slots.reclaim();
-  }
-
-  /** A run of m free slots; reclaims or grows when the free runs are too fragmented. */
-  private allocSlots(m: number): number {
-    let off = this.s.slots.alloc(m);
-    if (off !== undefined) return off;
-    if (this.s.slots.waiting > 0) {
-      this.dp.pool.barrier();
-      this.s.slots.reclaim();
-      off = this.s.slots.alloc(m);
-      if (off !== undefined) return off;
-    }
-    const want = Math.max(Math.ceil(this.s.slots.capacity * POOL_GROWTH), this.s.slots.capacity + m);
-    this.dp.pool.grow(want, this.s.slots.highWater);
-    this.s.slots.grow(this.dp.pool.capacity);
-    off = this.s.slots.alloc(m);
-    if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${this.s.slots.capacity}`);
-    return off;
-  }
-
   /** Pool use, for status and metrics. */
   poolUsage(): { capacity: number; inUse: number; waiting: number; tables: number; grows: number; barriers: number } {
     return {
       capacity: this.s.slots.capacity, inUse: this.s.slots.inUse, waiting: this.s.slots.waiting, tables: this.s.regions.size,
       grows: this.dp.pool.grows, barriers: this.dp.pool.barriers,
     };
-  }
-
-  /** Zeroes the per-CPU counters of newly allocated service ids. */
-  /** Zeroed per-backend counters for these backend ids (the programs only add to existing entries). */
-  private resetBackendStats(ids: number[]): void {
-    if (ids.length === 0) return;
-    const vs = beStatsCodec.size * this.dp.beStats.cpus;
-    const zero = Buffer.alloc(vs);
-    this.writeBatch(
-      this.dp.beStats,
-      ids.map((id) => [id, zero, id] as const),
-      () => {
-        /* counters are best effort; a backend without them still serves */
-      },
-      vs,
-    );
-  }
-
-  private deleteBackendStats(id: number): void {
-    try {
-      this.dp.beStats.delete(id);
-    } catch {
-      /* best effort, as above */
-    }
-  }
-
-  private resetStats(ids: number[]): void {
-    if (ids.length === 0) return;
-    const vs = svcStatsCodec.size * this.dp.svcStats.cpus;
-    const zero = Buffer.alloc(vs);
-    this.writeBatch(
-      this.dp.svcStats,
-      ids.map((id) => [id, zero, id] as const),
-      () => {
-        /* counters are best effort; a stale count is not a routing error */
-      },
-      vs,
-    );
-  }
-
-  /**
-   * Writes entries in one batch; when the batch fails, entry by entry so that
-   * each failure is attributed to its tag. A key or value given as a number is
-   * a u32 (ids, fds), written straight into the batch buffer.
-   */
-  private writeBatch<T>(
-    map: BpfMap<unknown, unknown>,
-    entries: readonly (readonly [Buffer | number, Buffer | number, T])[],
-    onError: (tag: T, e: Error) => void,
-    valueSize = map.value.size,
-  ): void {
-    const n = entries.length;
-    if (n === 0) return;
-    const ks = map.key.size;
-    const keys = Buffer.allocUnsafe(ks * n);
-    const vals = Buffer.alloc(valueSize * n);
-    for (let i = 0; i < n; i++) {
-      const [k, v] = entries[i];
-      if (typeof k === 'number') keys.writeUInt32LE(k >>> 0, i * ks);
-      else k.copy(keys, i * ks);
-      if (typeof v === 'number') vals.writeUInt32LE(v >>> 0, i * valueSize);
-      else v.copy(vals, i * valueSize);
-    }
-    try {
-      map.store.updateBatch(keys, vals, n, BPF_ANY);
-      return;
-    } catch {
-      /* fall through: one by one, to know which entry failed */
-    }
-    for (let i = 0; i < n; i++) {
-      try {
-        map.updateRaw(keys.subarray(i * ks, (i + 1) * ks), vals.subarray(i * valueSize, (i + 1) * valueSize));
-      } catch (e) {
-        onError(entries[i][2], e as Error);
-      }
-    }
   }
 
   /**

@@ -471,7 +471,7 @@ export class KubeSource implements Source {
   private runs: Promise<void>[] = [];
   private readonly api: ApiTransport;
 
-  constructor(private readonly opts: KubeSourceOptions) {
+  constructor(opts: KubeSourceOptions) {
     this.o = {
       logger: opts.logger ?? noopLogger,
       metrics: opts.metrics ?? noopMetrics,

@@ -1,0 +1,115 @@
+/**
+ * The allocator: backend ids for a plan's changes, and runs of pool slots for
+ * new Maglev tables. Ids are stable: a backend keeps its id (per Service port
+ * and Maglev identity) for as long as some frontend names it, an adopted
+ * backend keeps the id the maps gave it, and new ids grow monotonically
+ * (ids.ts). Slots come from the pool's free runs (regions.ts); when there are
+ * not enough, quarantined runs are reclaimed after one grace period, then the
+ * pool is replaced by a larger copy (pool.ts).
+ */
+import type { TablePool } from './pool.js';
+import { backendCodec } from './layout.js';
+import { backendVal, maglevKey } from './encode.js';
+import type { Change } from './planner.js';
+import type { BackendState, FrontendState, ReconcilerState } from './reconciler-state.js';
+import { servicePortKey } from '../model/types.js';
+
+/** The pool grows to at least this much more than it needs (fewer copies during a large first sync). */
+const POOL_GROWTH = 1.5;
+
+/** A backend entry whose value differs from what the map holds. */
+export interface BackendWrite {
+  val: Buffer;
+  /** val, one character per byte, as BackendState.bytes keeps it. */
+  bytes: string;
+  mkey: string;
+  state: BackendState;
+}
+
+/**
+ * Gives every backend of every change its id (filling change.ids) and returns the backend entries
+ * that must be written, by id. New backend states are registered in `s` with refs 0 (the apply
+ * takes the references once their frontend is written).
+ */
+export function assignBackendIds(s: ReconcilerState, changes: readonly Change[]): Map<number, BackendWrite> {
+  const writes = new Map<number, BackendWrite>();
+  for (const c of changes) {
+    const sp = servicePortKey(c.fe.servicePort);
+    const prev = s.frontends.get(c.feKey);
+    const live = prev?.liveTable ? liveIdsByKey(s, prev) : undefined;
+    c.backends.forEach((b, i) => {
+      const mkey = maglevKey(b);
+      const ident = [sp, mkey].join('#');
+      let id = s.idByIdent.get(ident);
+      if (id === undefined) {
+        // Adopted from the maps and not matched yet: the id the running programs know.
+        const adoptable = live?.get(mkey);
+        id = adoptable !== undefined && s.beById.get(adoptable)?.ident === undefined ? adoptable : s.ids.newBackend();
+        s.idByIdent.set(ident, id);
+      }
+      let st = s.beById.get(id);
+      if (!st) {
+        st = { id, mkey, refs: 0, bytes: '' };
+        s.beById.set(id, st);
+        s.unrefCandidates.add(id);
+      }
+      st.ident = ident;
+      st.servicePort = sp;
+      st.nodeName = b.nodeName;
+      c.ids[i] = id;
+      if (writes.has(id)) return;
+      const val = backendCodec.encode(backendVal(b));
+      const bytes = val.toString('latin1');
+      if (st.bytes !== bytes) writes.set(id, { val, bytes, mkey, state: st });
+    });
+  }
+  return writes;
+}
+
+/** Adopted backend ids of a frontend's live table by Maglev identity. */
+function liveIdsByKey(s: ReconcilerState, st: FrontendState): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const id of st.refIds) {
+    const b = s.beById.get(id);
+    if (b?.bytes) out.set(b.mkey, id);
+  }
+  return out;
+}
+
+/**
+ * Makes sure `n` slots can be allocated without waiting: first by reclaiming
+ * quarantined slots (one grace period), then by replacing the pool with a
+ * larger copy (one grace period, which also reclaims).
+ */
+export function ensureFreeSlots(s: ReconcilerState, pool: TablePool, n: number): void {
+  const slots = s.slots;
+  if (n === 0 || slots.capacity - slots.inUse - slots.waiting >= n) return;
+  if (slots.capacity - slots.inUse >= n && slots.waiting > 0) {
+    pool.barrier();
+    slots.reclaim();
+    return;
+  }
+  const want = Math.max(Math.ceil(slots.capacity * POOL_GROWTH), Math.ceil((slots.inUse + n) * POOL_GROWTH));
+  pool.grow(want, slots.highWater);
+  slots.grow(pool.capacity);
+  slots.reclaim();
+}
+
+/** A run of m free slots; reclaims or grows when the free runs are too fragmented. */
+export function allocSlots(s: ReconcilerState, pool: TablePool, m: number): number {
+  const slots = s.slots;
+  let off = slots.alloc(m);
+  if (off !== undefined) return off;
+  if (slots.waiting > 0) {
+    pool.barrier();
+    slots.reclaim();
+    off = slots.alloc(m);
+    if (off !== undefined) return off;
+  }
+  const want = Math.max(Math.ceil(slots.capacity * POOL_GROWTH), slots.capacity + m);
+  pool.grow(want, slots.highWater);
+  slots.grow(pool.capacity);
+  off = slots.alloc(m);
+  if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${slots.capacity}`);
+  return off;
+}
