@@ -137,7 +137,7 @@ export const maglevResponse = {
   },
 } as const;
 
-const pageOf = (item: object) =>
+const pageOf = <const I>(item: I) =>
   ({
     type: 'object',
     properties: {
@@ -319,7 +319,7 @@ export const statusResponse = {
 
 // ---------------------------------------------------------------- explain, trace, logs, node
 
-const open = (description: string, properties: Record<string, unknown> = {}) => ({ type: 'object', description, properties, additionalProperties: true }) as const;
+const open = <const P extends object = Record<never, never>>(description: string, properties: P = {} as P) => ({ type: 'object', description, properties, additionalProperties: true }) as const;
 
 const verdict = {
   type: 'object',

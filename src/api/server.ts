@@ -5,7 +5,7 @@
  * OpenAPI document is served at /openapi.json. A known path with another
  * method answers 405 with Allow, an unknown path 404, a bad parameter 400.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
 import { Counter, type Registry } from 'prom-client';
 import type { AgentHealth, AgentStatus } from '../agent/agent.js';
@@ -14,13 +14,14 @@ import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';
 import { BadPage, listBackendsPageAsync, listServicesPageAsync, maglevOf, parseSvcRef, type Names } from '../read/entries.js';
 import { mapStatsAsync, type InspectMaps } from '../read/maps.js';
-import { BadQuery, listAffinity, listFlows, type PageQuery } from '../read/tables.js';
+import { BadQuery, listAffinity, listFlows } from '../read/tables.js';
 import { explainAll, explainService, parseServiceRef, type DiagnoseDeps } from '../diagnose/diagnose.js';
 import { parseHostPort, trace } from '../diagnose/trace.js';
 import { nodeReport } from '../diagnose/node.js';
 import type { LogRing } from '../agent/logring.js';
 import { readStats, type StatsSampler } from '../diagnose/stats.js';
 import * as S from './schemas.js';
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 
 export interface ApiDeps {
   /** health(): see AgentHealth; without it the agent counts as healthy whenever it serves. */
@@ -48,6 +49,23 @@ const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const;
 
 /** explain ?probe=true requests running at once on one agent; more get 429. */
 export const MAX_PROBES = 2;
+
+interface RouteSchema {
+  summary: string;
+  querystring?: object;
+  params?: object;
+  produces?: string[];
+  response: { 200: object };
+}
+type QueryOf<Sch> = Sch extends { querystring: infer Q extends JSONSchema } ? FromSchema<Q> : Record<string, never>;
+type ParamsOf<Sch> = Sch extends { params: infer P extends JSONSchema } ? FromSchema<P> : Record<string, never>;
+type ReplyOf<Sch> = Sch extends { response: { 200: infer R extends JSONSchema } } ? Declared<FromSchema<R>> : never;
+/**
+ * A response type as the wire carries it: the fields the schema declares, without the open
+ * `[key: string]: unknown` FromSchema gives an object that does not close itself (serialisation
+ * drops undeclared fields, so a handler may return more, but every declared field must match).
+ */
+type Declared<T> = T extends readonly (infer E)[] ? Declared<E>[] : T extends object ? { [K in keyof T as string extends K ? never : K]: Declared<T[K]> } : T;
 
 class HttpError extends Error {
   constructor(readonly statusCode: number, message: string) {
@@ -96,19 +114,23 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
 
   const paths: string[] = [];
   app.register(async (r) => {
-    const get = <Q = unknown, P = unknown>(
+    // A route's handler is typed from its schemas: the query and params it gets are what the
+    // querystring and params schemas declare, and what it returns must be what the 200 response
+    // schema declares (the types of contract.ts), so a field the schema would drop is a compile error.
+    const get = <const Sch extends RouteSchema>(
       url: string,
-      schema: Record<string, unknown>,
-      handler: (req: { query: Q; params: P }, reply: FastifyReply) => unknown,
+      schema: Sch,
+      handler: (req: { query: NoInfer<QueryOf<Sch>>; params: NoInfer<ParamsOf<Sch>> }, reply: FastifyReply) => NoInfer<ReplyOf<Sch> | Promise<ReplyOf<Sch>>>,
     ) => {
       paths.push(url);
       // The schema validated query and params before the handler runs: they have the declared shape.
-      r.get(url, { schema: { querystring: S.noQuery, ...schema } }, (req, reply) => handler(req as unknown as { query: Q; params: P }, reply));
+      const routeSchema: FastifySchema = { querystring: S.noQuery, ...schema };
+      r.get(url, { schema: routeSchema }, (req, reply): unknown => handler(req as unknown as { query: QueryOf<Sch>; params: ParamsOf<Sch> }, reply));
     };
     const errors = { 400: S.errorSchema, 404: S.errorSchema };
 
     const health = (): AgentHealth => deps.agent.health?.() ?? { healthy: true, ready: deps.agent.isReady(), nodeEligible: true, ...(deps.agent.isReady() ? {} : { reason: 'waiting for the first sync' }) };
-    const healthBody = { type: 'object', properties: { ok: { type: 'boolean' }, reason: { type: 'string' } } };
+    const healthBody = { type: 'object', properties: { ok: { type: 'boolean' }, reason: { type: 'string' } } } as const;
     get('/healthz', {
       summary: 'Liveness: 503 when a change has waited longer than --health-timeout for a successful sync, or the hooks were detached',
       response: { 200: healthBody, 503: healthBody },
@@ -118,7 +140,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       return h.healthy ? { ok: true } : { ok: false, reason: h.reason };
     });
 
-    const readyBody = { type: 'object', properties: { ready: { type: 'boolean' }, reason: { type: 'string' } } };
+    const readyBody = { type: 'object', properties: { ready: { type: 'boolean' }, reason: { type: 'string' } } } as const;
     get('/readyz', {
       summary: 'Readiness: after the first full sync with the hooks attached, while healthy',
       response: { 200: readyBody, 503: readyBody },
@@ -143,19 +165,19 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       maps: await mapStatsAsync(deps.maps.bpfRoot),
     }));
 
-    get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
+    get(
       '/v1/services',
       { summary: 'Frontends in sy_svc4/sy_svc6 with their Service, backends and Maglev share; in pages (limit, continue)', querystring: S.pageQuery, response: { 200: S.servicesResponse, ...errors } },
-      (req) => listServicesPageAsync(deps.maps, deps.names(), req.query as PageQuery),
+      (req) => listServicesPageAsync(deps.maps, deps.names(), req.query),
     );
 
-    get<{ namespace?: string; service?: string; backend?: string; raw?: boolean }>(
+    get(
       '/v1/backends',
       { summary: 'Entries of sy_backend with their Service, node and state; in pages by id (limit, continue)', querystring: S.pageQuery, response: { 200: S.backendsResponse, ...errors } },
-      (req) => listBackendsPageAsync(deps.maps, deps.names(), req.query as PageQuery),
+      (req) => listBackendsPageAsync(deps.maps, deps.names(), req.query),
     );
 
-    get<{ full?: boolean }, { svc: string }>(
+    get(
       '/v1/maglev/:svc',
       {
         summary: 'Maglev table of a Service: M, slots per backend, the whole table with full=true',
@@ -172,13 +194,13 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       },
     );
 
-    get<PageQuery>(
+    get(
       '/v1/affinity',
       { summary: 'sessionAffinity entries (sy_affinity), paginated', querystring: S.pageQuery, response: { 200: S.affinityResponse, ...errors } },
       (req) => listAffinity(deps.maps, deps.names(), req.query),
     );
 
-    get<PageQuery>(
+    get(
       '/v1/flows',
       { summary: 'Per-flow state of the tc path (sy_ct4/sy_ct6), paginated; empty with a note when not loaded', querystring: S.pageQuery, response: { 200: S.flowsResponse, ...errors } },
       (req) => listFlows(deps.maps, deps.names(), req.query, deps.btfDir),
@@ -199,13 +221,13 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       new Counter({ name: 'switchyard_probes_refused_total', help: `explain probes refused with 429 because ${MAX_PROBES} were running`, registers: [deps.registry] });
     const diag = (): DiagnoseDeps => ({ input: async () => undefined, ...deps.diagnose, maps: deps.maps, names: deps.names });
 
-    get<{ problems?: boolean }>(
+    get(
       '/v1/explain',
       { summary: 'Every Service with its verdict (problems=true: only those that are not OK)', querystring: S.explainListQuery, response: { 200: S.explainListResponse, ...errors } },
       (req) => explainAll(diag(), { problemsOnly: req.query.problems === true }),
     );
 
-    get<{ probe?: boolean; from?: string }, { svc: string }>(
+    get(
       '/v1/explain/:svc',
       {
         summary: 'Why a Service works or not on this node: object, EndpointSlices, frontends, maps, health check, probe; a verdict',
@@ -231,7 +253,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       },
     );
 
-    get<{ to: string; from?: string; protocol?: string; nodeClient?: boolean; cookie?: string }>(
+    get(
       '/v1/trace',
       { summary: 'Which frontend matches a flow, which backend the programs pick for it on this node, and what happens next', querystring: S.traceQuery, response: { 200: S.traceResponse, ...errors } },
       (req) => {
@@ -248,7 +270,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       },
     );
 
-    get<{ namespace?: string; service?: string }>(
+    get(
       '/v1/stats',
       {
         summary: 'Per Service port: totals and every backend\'s counters (connections, refused, packets, bytes), Maglev share, rates, skew',
@@ -258,7 +280,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       async (req) => (deps.stats ? await deps.stats.report(deps.names(), req.query) : readStats(deps.maps, deps.names(), req.query)),
     );
 
-    get<{ limit?: number }>(
+    get(
       '/v1/logs',
       { summary: "The agent's recent log lines (pino JSON, oldest first)", querystring: S.logsQuery, response: { 200: S.logsResponse, 503: S.errorSchema } },
       (req) => {
