@@ -21,6 +21,9 @@ export { LAST_CHANGE_TRIGGER_TIME } from './latency.js';
 import type { NorthSouth, NorthSouthStatus } from './northsouth.js';
 import type { ReapResult } from '../dataplane/reaper.js';
 import { migrations, type MapMigration } from '../dataplane/migrate.js';
+import { HealthTracker, type AgentHealth } from './health.js';
+
+export { DEFAULT_HEALTH_TIMEOUT_MS, type AgentHealth } from './health.js';
 import { Syncer } from '../dataplane/syncer.js';
 import { NamesWriter } from './names-writer.js';
 import { ProgrammingLatency } from './latency.js';
@@ -46,6 +49,8 @@ export interface AgentDeps {
    * Default 60 s (kube-proxy: 2 × its 30 s sync period).
    */
   healthTimeoutMs?: number;
+  /** Where health is recorded (made by the caller when others read it too); default: one of its own from healthTimeoutMs. */
+  health?: HealthTracker;
   /** First retry of a failed sync after this long, doubling up to 30 s (default 1 s). */
   retryBaseMs?: number;
   /** Destroys connected UDP sockets to backends that left (src/dataplane/reaper.ts); absent when the kernel cannot. */
@@ -54,33 +59,7 @@ export interface AgentDeps {
   reaperUnavailable?: string;
 }
 
-export const DEFAULT_HEALTH_TIMEOUT_MS = 60_000;
 const RETRY_MAX_MS = 30_000;
-
-/**
- * What /healthz, /readyz and the :10256 health server answer. `healthy`
- * follows kube-proxy's rule (pkg/proxy/healthcheck ProxyHealthServer): true
- * unless a change observed (a snapshot, or drift found by the resync) has
- * waited longer than the bound for a successful sync; also false when the
- * socket hooks this agent attached are no longer attached. `ready` adds
- * that the first sync is done and the hooks are attached.
- */
-export interface AgentHealth {
-  healthy: boolean;
-  ready: boolean;
-  /** Why not healthy (or not ready); absent when both are true. */
-  reason?: string;
-  /** The last successful sync (apply or repair). */
-  lastUpdated?: Date;
-  /** The oldest change still waiting for a successful sync. */
-  pendingSince?: Date;
-  /** The last sync or repair that failed, while nothing has succeeded since. */
-  lastError?: string;
-  /** Load balancers should still send new connections here: the Node is not being deleted nor tainted for deletion. */
-  nodeEligible: boolean;
-  /** Why not eligible. */
-  nodeReason?: string;
-}
 
 export interface ResyncStatus {
   intervalSec: number;
@@ -135,7 +114,6 @@ function rejectionKey(r: Rejection): string {
 
 
 export class Agent {
-  private ready = false;
   private attached: AttachedLink[] = [];
   private appliedVersion?: string;
   private lastSnapshotAt?: number;
@@ -150,18 +128,14 @@ export class Agent {
   private lastApplyOk = false;
   /** nodeInfoKey of the Node the incremental model was built with. */
   private lastNodeKey?: string;
-  private node: { eligible: boolean; reason?: string } = { eligible: true };
   private synced = false;
   private resyncTimer?: NodeJS.Timeout;
   private readonly resyncState: ResyncStatus;
   private readonly startedAt: number;
   /** Settles when the health check ports match the last applied snapshot (tests wait on it). */
   lastHealthSync?: Promise<void>;
-  /** Health: the last successful sync, the oldest change not yet applied, the failure since. */
-  private lastOkAt?: number;
-  private pendingSince?: number;
-  private driftPendingSince?: number;
-  private lastError?: string;
+  /** Health: the last successful sync, the oldest change not yet applied, the failure since (health.ts). */
+  private readonly healthState: HealthTracker;
   private pendingSnapshot?: Snapshot;
   private retryTimer?: NodeJS.Timeout;
   private retries = 0;
@@ -173,6 +147,7 @@ export class Agent {
   constructor(private readonly d: AgentDeps) {
     this.now = d.now ?? Date.now;
     this.startedAt = this.now();
+    this.healthState = d.health ?? new HealthTracker({ timeoutMs: d.healthTimeoutMs, now: this.now, detachedHooks: () => d.datapath.detachedHooks?.() });
     this.resyncState = { intervalSec: (d.resyncIntervalMs ?? 0) / 1000, runs: 0, lastRepaired: 0 };
     this.syncer = new Syncer({ reconciler: d.reconciler, datapath: d.datapath, external: d.northSouth, reaper: d.reaper });
     this.namesWriter = new NamesWriter(d.names, d.reconciler, d.logger, (n) => d.metrics.writes.inc({ kind: 'name' }, n));
@@ -247,7 +222,7 @@ export class Agent {
 
   private async resyncOnce(): Promise<number> {
     const { logger, metrics } = this.d;
-    if (!this.synced || !this.ready || this.stopping) return 0;
+    if (!this.synced || !this.healthState.ready || this.stopping) return 0;
     try {
       // The cheap check (entries and backends; the pool in place), a slice at a time so that
       // the event loop is never held long; /v1/drift also compares tables slot by slot.
@@ -262,10 +237,10 @@ export class Agent {
       this.resyncState.lastRepaired = drift.length;
       if (drift.length === 0) {
         metrics.resyncs.inc({ result: 'in_sync' });
-        this.driftPendingSince = undefined;
+        this.healthState.driftChecked(this.now(), 0);
         return 0;
       }
-      this.driftPendingSince ??= this.now();
+      this.healthState.driftChecked(this.now(), drift.length);
       metrics.resyncs.inc({ result: 'repaired' });
       metrics.driftEntries.inc(drift.length);
       logger.warn({ entries: drift.length, first: drift.slice(0, 5) }, 'maps drifted from the desired state; repairing');
@@ -275,16 +250,11 @@ export class Agent {
       this.recordReap(res.gone, this.syncer.reap(res.gone));
       this.namesWriter.schedule();
       logger.info({ written: res.written, deleted: res.deleted, errors: res.errors.length }, 'drift repaired');
-      this.driftPendingSince = undefined;
-      if (this.pendingSince === undefined) {
-        this.lastOkAt = this.now();
-        this.lastError = undefined;
-      }
+      this.healthState.driftRepaired(this.now());
       return drift.length;
     } catch (e) {
       metrics.syncErrors.inc();
-      this.driftPendingSince ??= this.now();
-      this.lastError = `resync: ${(e as Error).message}`;
+      this.healthState.driftFailed(this.now(), (e as Error).message);
       logger.error({ err: e }, 'resync failed');
       return 0;
     }
@@ -326,51 +296,12 @@ export class Agent {
 
 
   isReady(): boolean {
-    return this.ready;
+    return this.healthState.ready;
   }
 
   /** Health as load balancers and probes see it (see AgentHealth). Cheap: a few syscalls. */
   health(): AgentHealth {
-    const now = this.now();
-    const timeout = this.d.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
-    const since = [this.pendingSince, this.driftPendingSince].filter((t): t is number => t !== undefined);
-    const oldest = since.length ? Math.min(...since) : undefined;
-    const h: AgentHealth = {
-      healthy: true,
-      ready: this.ready,
-      nodeEligible: this.node.eligible,
-      ...(this.node.reason ? { nodeReason: this.node.reason } : {}),
-      ...(this.lastOkAt !== undefined ? { lastUpdated: new Date(this.lastOkAt) } : {}),
-      ...(oldest !== undefined ? { pendingSince: new Date(oldest) } : {}),
-      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
-    };
-    if (oldest !== undefined && now - oldest >= timeout) {
-      h.healthy = false;
-      const waited = Math.round((now - oldest) / 1000);
-      const last = this.lastOkAt === undefined ? 'no sync has succeeded yet' : `last successful sync ${Math.round((now - this.lastOkAt) / 1000)}s ago`;
-      h.reason = `a change has waited ${waited}s for a successful sync (bound ${timeout / 1000}s; ${last}${this.lastError ? `; last error: ${this.lastError}` : ''})`;
-    } else if (this.ready) {
-      let detached: string | undefined;
-      try {
-        detached = this.d.datapath.detachedHooks?.();
-      } catch (e) {
-        detached = `cannot check the socket hooks: ${(e as Error).message}`;
-      }
-      if (detached) {
-        h.healthy = false;
-        h.reason = `datapath detached: ${detached}`;
-      }
-    }
-    // A migration ends when the new programs serve (both paths swapped in): not ready before.
-    const migrating = migrations.filter((m) => !m.finishedAt);
-    if (migrating.length > 0 && h.ready) {
-      h.ready = false;
-      h.reason = `migrating pinned maps (${migrating.map((m) => m.map).join(', ')}): the previous programs serve until the new ones are attached`;
-    }
-    if (h.healthy && !h.ready && !h.reason) {
-      h.reason = this.lastError ? `the first sync failed: ${this.lastError}` : 'waiting for the first sync';
-    }
-    return h;
+    return this.healthState.health();
   }
 
   /** A failed sync is tried again (the newest snapshot) after 1 s, 2 s, … up to 30 s. */
@@ -394,7 +325,7 @@ export class Agent {
   status(): AgentStatus {
     return {
       node: this.d.nodeName,
-      ready: this.ready,
+      ready: this.healthState.ready,
       attached: this.attached,
       source: {
         kind: this.d.source.describe(),
@@ -422,7 +353,7 @@ export class Agent {
     const t0 = process.hrtime.bigint();
     this.lastSnapshotAt = this.now();
     // A change observed: pending until a sync succeeds (kube-proxy's QueuedUpdate).
-    this.pendingSince ??= this.lastSnapshotAt;
+    this.healthState.changeSeen(this.lastSnapshotAt);
     this.pendingSnapshot = s;
     this.latest = s;
     const { logger, metrics } = this.d;
@@ -432,11 +363,10 @@ export class Agent {
       const nodeInfo = nodeInfoFromObject(this.d.nodeName, node, nodeRejected);
       const nodeKey = nodeInfoKey(nodeInfo);
       const eligibility = nodeEligibility(node);
-      if (eligibility.eligible !== this.node.eligible) {
+      if (this.healthState.setNode(eligibility)) {
         if (eligibility.eligible) logger.info('the Node is eligible for load balancer traffic again: /healthz follows the agent\'s health');
         else logger.warn({ reason: eligibility.reason }, 'the Node is going away: /healthz answers 503 so that load balancers drain it (/livez unchanged)');
       }
-      this.node = eligibility;
       let desired: DesiredState;
       let hint: ApplyHint | undefined;
       let serving: number | undefined;
@@ -485,7 +415,7 @@ export class Agent {
       if (out.attached) {
         this.attached = out.attached;
         logger.info({ links: this.attached.map((l) => `${l.program}:${l.how}`) }, 'socket hooks attached');
-        this.ready = true;
+        this.healthState.attached();
       }
       this.lastHealthSync = out.external;
       this.recordReap(res.gone, out.reaped);
@@ -512,18 +442,14 @@ export class Agent {
       this.notProgrammed = failed;
       if (failed.length === 0) {
         // Synced (kube-proxy's Updated): nothing pending, no failure standing.
-        if (this.pendingSnapshot === s) {
-          this.pendingSnapshot = undefined;
-          this.pendingSince = undefined;
-        }
-        this.lastOkAt = at;
-        this.lastError = undefined;
+        const caughtUp = this.pendingSnapshot === s;
+        if (caughtUp) this.pendingSnapshot = undefined;
+        this.healthState.synced(at, caughtUp);
         this.retries = 0;
         clearTimeout(this.retryTimer);
         this.retryTimer = undefined;
       } else {
-        this.pendingSince ??= at;
-        this.lastError = `${failed.length} ${failed.length === 1 ? 'entry' : 'entries'} not programmed (${failed[0].servicePort ? `${failed[0].servicePort}: ` : ''}${failed[0].reason})`;
+        this.healthState.syncFailed(at, `${failed.length} ${failed.length === 1 ? 'entry' : 'entries'} not programmed (${failed[0].servicePort ? `${failed[0].servicePort}: ` : ''}${failed[0].reason})`);
         this.scheduleRetry();
       }
       logger.info(
@@ -543,7 +469,7 @@ export class Agent {
       );
     } catch (e) {
       metrics.syncErrors.inc();
-      this.lastError = (e as Error).message;
+      this.healthState.syncFailed(this.now(), (e as Error).message);
       logger.error({ err: e }, 'sync failed; maps keep their previous state');
       this.scheduleRetry();
     }

@@ -8,7 +8,8 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
 import { Counter, type Registry } from 'prom-client';
-import type { AgentHealth, AgentStatus } from '../agent/agent.js';
+import type { AgentStatus } from '../agent/agent.js';
+import type { AgentHealth } from '../agent/health.js';
 import type { DriftEntry } from '../dataplane/reconciler.js';
 import type { KernelFeatures } from '../dataplane/features.js';
 import { pinnedLinks } from '../dataplane/features.js';

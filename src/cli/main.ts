@@ -7,7 +7,8 @@ import { setFlagsFromString } from 'node:v8';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { Agent, DEFAULT_HEALTH_TIMEOUT_MS } from '../agent/agent.js';
+import { Agent } from '../agent/agent.js';
+import { DEFAULT_HEALTH_TIMEOUT_MS, HealthTracker } from '../agent/health.js';
 import { ListenError, openListeners, type ListenerSpec } from '../agent/listen.js';
 import { agentMetrics, datapathMetrics } from '../agent/metrics.js';
 import { buildApp } from '../api/server.js';
@@ -331,11 +332,9 @@ async function runAgent(o: Opts): Promise<number> {
       else logger.warn({ err: e }, 'file source');
     });
   }
-  let agentRef: Agent | undefined;
-  const hcServers = new HealthCheckServers(() => {
-    const h = agentRef?.health();
-    return h !== undefined && h.ready && h.healthy;
-  }, logger);
+  // Health is recorded by the agent and read by the health check ports, :10256 and the API: made first, so none waits for another.
+  const health = new HealthTracker({ timeoutMs: healthTimeoutSec * 1000, detachedHooks: () => datapath.detachedHooks() });
+  const hcServers = new HealthCheckServers(() => health.serving(), logger);
   const northSouth = tc
     ? new NorthSouth({ tc, devices, attachMode, iptablesMode, masqMark, masqPorts, nodePortRange, manageSysctls: !o['skip-sysctls'], healthChecks: hcServers, logger })
     : undefined;
@@ -344,10 +343,9 @@ async function runAgent(o: Opts): Promise<number> {
   if (!reaper) logger.warn({ reason: (reaperOrWhy as { unavailable: string }).unavailable }, 'connected UDP sockets to removed backends will not be destroyed');
   const agent = new Agent({
     nodeName, source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
-    names, resyncIntervalMs: resyncSec * 1000, northSouth, healthTimeoutMs: healthTimeoutSec * 1000,
+    names, resyncIntervalMs: resyncSec * 1000, northSouth, health,
     reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
   });
-  agentRef = agent;
   const maps = datapathMaps(datapath);
   const currentNames = () => resolveNames({ reconciler: () => reconciler.namesView(), pinned: names });
   datapathMetrics(registry, {
