@@ -45,6 +45,31 @@ export function sliceServiceKey(raw: unknown): string {
   return serviceKey(ns, svc);
 }
 
+/**
+ * Objects filed by the key of the Service they belong to (serviceObjectKey, sliceServiceKey): the
+ * unit the incremental model recomputes, and what a source's delta carries per key. `onSlice` sees
+ * each slice with its group and its index there, in input order.
+ */
+export function groupByService(
+  services: unknown,
+  endpointSlices: unknown,
+  onSlice?: (raw: unknown, group: KeyObjects, index: number) => void,
+): Map<string, KeyObjects> {
+  const groups = new Map<string, KeyObjects>();
+  const group = (k: string) => {
+    let g = groups.get(k);
+    if (!g) groups.set(k, (g = { services: [], slices: [] }));
+    return g;
+  };
+  for (const raw of Array.isArray(services) ? services : []) group(serviceObjectKey(raw)).services.push(raw);
+  for (const raw of Array.isArray(endpointSlices) ? endpointSlices : []) {
+    const g = group(sliceServiceKey(raw));
+    onSlice?.(raw, g, g.slices.length);
+    g.slices.push(raw);
+  }
+  return groups;
+}
+
 /** What a source holds now under one Service key. */
 export interface KeyObjects {
   /** The Service objects (one from a source's store; none when it is gone). */
@@ -119,29 +144,19 @@ export class IncrementalModel {
     this.collisions.clear();
     this.nodeRejected = [];
     this.node = normalizeNode(input.node, this.nodeRejected);
-    const groups = new Map<string, KeyObjects>();
-    const group = (k: string) => {
-      let g = groups.get(k);
-      if (!g) groups.set(k, (g = { services: [], slices: [] }));
-      return g;
-    };
-    for (const raw of Array.isArray(input.services) ? input.services : []) group(serviceObjectKey(raw)).services.push(raw);
     // A slice name seen twice: the first valid one is used everywhere (as the full build does).
     const seenSlice = new Map<string, unknown>();
     const dups = new Map<KeyObjects, Set<number>>();
-    for (const raw of Array.isArray(input.endpointSlices) ? input.endpointSlices : []) {
+    const groups = groupByService(input.services, input.endpointSlices, (raw, g, index) => {
       const n = this.slice(raw);
-      if (n.out.kind === 'ok') {
-        const id = `${n.out.slice.namespace}/${n.out.slice.name}`;
-        const g = group(sliceServiceKey(raw));
-        if (seenSlice.has(id)) {
-          let d = dups.get(g);
-          if (!d) dups.set(g, (d = new Set()));
-          d.add(g.slices.length);
-        } else seenSlice.set(id, raw);
-      }
-      group(sliceServiceKey(raw)).slices.push(raw);
-    }
+      if (n.out.kind !== 'ok') return;
+      const id = `${n.out.slice.namespace}/${n.out.slice.name}`;
+      if (seenSlice.has(id)) {
+        let d = dups.get(g);
+        if (!d) dups.set(g, (d = new Set()));
+        d.add(index);
+      } else seenSlice.set(id, raw);
+    });
     for (const [k, g] of groups) this.put(k, g, dups.get(g));
     for (const [k, g] of this.claims) if (g.length > 1) this.resolve(k);
     for (const p of this.per.values()) this.setKept(p, this.keptOf(p.frontends));

@@ -17,7 +17,7 @@ import { parseAllDocuments } from 'yaml';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { DEFAULT_AFFINITY_TIMEOUT_SEC } from '../model/validate.js';
 import type { Snapshot, Source } from './types.js';
-import { serviceObjectKey, sliceServiceKey, type KeyObjects } from '../model/incremental.js';
+import { groupByService, type KeyObjects } from '../model/incremental.js';
 
 function listFiles(path: string): string[] {
   if (!existsSync(path)) return [];
@@ -198,19 +198,6 @@ export function parseObjects(text: string, file: string): ParsedFile {
   return out;
 }
 
-/** The objects of a snapshot filed by Service key, as the incremental model reads them. */
-function groupByService(snap: Snapshot): Map<string, KeyObjects> {
-  const groups = new Map<string, KeyObjects>();
-  const group = (k: string) => {
-    let g = groups.get(k);
-    if (!g) groups.set(k, (g = { services: [], slices: [] }));
-    return g;
-  };
-  for (const raw of snap.services) group(serviceObjectKey(raw)).services.push(raw);
-  for (const raw of snap.endpointSlices) group(sliceServiceKey(raw)).slices.push(raw);
-  return groups;
-}
-
 const sameObjects = (a: readonly unknown[], b: readonly unknown[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /**
@@ -353,7 +340,7 @@ export class FileSource implements Source {
     this.lastVersion = snap.version;
     // The change happened when the newest file was written.
     if (!force) snap.eventTime = this.newestMtime();
-    const groups = groupByService(snap);
+    const groups = groupByService(snap.services, snap.endpointSlices);
     const delta = force ? undefined : fileDelta(this.groups, this.nodes, groups, snap.nodes);
     this.groups = groups;
     this.nodes = snap.nodes;

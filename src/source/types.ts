@@ -2,7 +2,14 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import type { Rejection } from '../model/types.js';
 import type { KeyObjects } from '../model/incremental.js';
 
-/** One complete view of the objects a source knows. Sources always hand out whole snapshots. */
+/**
+ * One complete view of the objects a source knows, and what changed since the
+ * previous one. The change (delta) is what the agent applies; the whole lists
+ * are read only when the model must start over (a first snapshot, a relist, a
+ * Node change) or explain asks, so a source may make them lazily: the
+ * Kubernetes source copies them out of its stores on first read, an event
+ * costs what its Service costs.
+ */
 export interface Snapshot {
   services: V1Service[];
   endpointSlices: V1EndpointSlice[];
