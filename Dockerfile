@@ -32,8 +32,7 @@ COPY src ./src
 COPY bin ./bin
 # Only what the agent runs: the programs, the addon and the compiled control plane
 # (src/ only; the tests, benchmarks and lab tools are not built into the image).
-RUN rm -rf harness/lab \
-    && make -C bpf \
+RUN make -C bpf \
     && npx node-gyp rebuild --directory native --nodedir="$(node -p "require('path').resolve(process.execPath, '../..')")" \
     && npx tsc -b src \
     && npm prune --omit=dev
@@ -53,4 +52,7 @@ COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/bin ./bin
 COPY --from=build /src/bpf/*.o ./bpf/
 COPY --from=build /src/native/build/Release/switchyard_bpf.node ./native/build/Release/
+# `switchyard maps …` in the agent's pod, and the kubectl plugin, as commands.
+RUN ln -s /opt/switchyard/bin/switchyard.js /usr/local/bin/switchyard \
+    && ln -s /opt/switchyard/bin/kubectl-switchyard.js /usr/local/bin/kubectl-switchyard
 ENTRYPOINT ["node", "/opt/switchyard/bin/switchyard.js"]

@@ -43,6 +43,13 @@ if [ ! -d node_modules ] || [ package.json -nt node_modules/.package-lock.json ]
   npm install --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
+# The commands on PATH: `switchyard maps services`, `kubectl switchyard explain …` (kubectl finds plugins on PATH).
+if [ -w /usr/local/bin ]; then
+  ln -sf "$PWD/bin/switchyard.js" /usr/local/bin/switchyard
+  ln -sf "$PWD/bin/kubectl-switchyard.js" /usr/local/bin/kubectl-switchyard
+else
+  echo "setup: /usr/local/bin is not writable: run bin/switchyard.js and bin/kubectl-switchyard.js directly" >&2
+fi
 
 if [ "$WANT_K8S" = 1 ]; then
   bash scripts/install-go.sh

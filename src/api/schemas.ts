@@ -196,6 +196,7 @@ export const statusResponse = {
   type: 'object',
   properties: {
     node: str,
+    version: { type: 'string', description: "the agent's version (its package.json)" },
     ready: bool,
     bpfRoot: str,
     attached: {

@@ -160,6 +160,7 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
 
     get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, async () => ({
       ...deps.agent.status(),
+      ...(deps.version ? { version: deps.version } : {}),
       bpfRoot: deps.maps.bpfRoot,
       links: pinnedLinks(deps.maps.bpfRoot),
       kernel: deps.features,

@@ -18,14 +18,14 @@ import { mapStats } from '../read/maps.js';
 import { PAGE_LIMIT_MAX, listAffinity, listFlows } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
 import { nodeReport } from '../diagnose/node.js';
-import { SnapshotCollector, collectExplain, writeArchive } from '../diagnose/snapshot.js';
+import { SNAPSHOT_FILES, SnapshotCollector, collectExplain, collectFromAgent, writeArchive } from '../diagnose/snapshot.js';
 import { parseHostPort, trace, type TraceQuery, type TraceReport } from '../diagnose/trace.js';
 import { FileSource } from '../source/file.js';
 import { KubeSource } from '../source/kube.js';
 import { loadApiConfig } from '../source/apiconfig.js';
 import { readOnce } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
-import { apiGet, apiGetAll, table, type InspectOpts } from './read.js';
+import { apiGet, table, type InspectOpts } from './read.js';
 
 export interface DiagnoseOpts extends InspectOpts {
   source?: string;
@@ -273,27 +273,9 @@ export async function snapshotCommand(o: DiagnoseOpts): Promise<number> {
       d.close();
     }
   } else {
-    const api = (path: string) => () => apiGet(o['api-addr'], path);
-    const status = (await c.add('status.json', api('/v1/status'))) as { node?: string } | undefined;
-    if (!status) throw new Error(`cannot read the agent's status: ${c.problems.join('; ')}`);
-    node = status.node ?? 'node';
-    await c.add('services.json', () => apiGetAll(o['api-addr'], '/v1/services'));
-    await c.add('backends.json', () => apiGetAll(o['api-addr'], '/v1/backends'));
-    await c.add('affinity.json', api(`/v1/affinity?limit=${PAGE_LIMIT_MAX}`));
-    await c.add('flows.json', api(`/v1/flows?limit=${PAGE_LIMIT_MAX}`));
-    await c.add('stats.json', api('/v1/stats'));
-    await c.add('drift.json', api('/v1/drift'));
-    await collectExplain(
-      c,
-      () => apiGet<Awaited<ReturnType<typeof explainAll>>>(o['api-addr'], '/v1/explain'),
-      (ns, name) => apiGet<ExplainReport>(o['api-addr'], `/v1/explain/${encodeURIComponent(`${ns}/${name}`)}`),
-    );
-    await c.add('metrics.txt', api('/metrics'), true);
-    await c.add('logs.jsonl', async () => {
-      const l = await apiGet<{ lines: string[]; dropped: number }>(o['api-addr'], '/v1/logs');
-      return `${l.lines.join('\n')}\n${l.dropped ? `{"note":"${l.dropped} older lines no longer kept"}\n` : ''}`;
-    }, true);
-    await c.add('node.json', api('/v1/node'));
+    const got = await collectFromAgent(c, (path) => apiGet(o['api-addr'], path), PAGE_LIMIT_MAX);
+    if (got === undefined) throw new Error(`cannot read the agent's status: ${c.problems.join('; ')}`);
+    node = got;
   }
   const stamp = at.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   const dir = `switchyard-snapshot-${node.replace(/[^A-Za-z0-9._-]/g, '_')}-${stamp}`;
@@ -303,14 +285,7 @@ export async function snapshotCommand(o: DiagnoseOpts): Promise<number> {
       `switchyard snapshot of node ${node}, taken ${at.toISOString()}`,
       `read from: ${root ? `the pins under ${root}${o.source || o.kubeconfig || o.apiserver ? ' and the objects of the given source' : ' (no object source given: explain tells only what the maps hold)'}` : `the agent's API at ${o['api-addr'] ?? 'the default address'}`}`,
       '',
-      'status.json      status: readiness, last sync, rejected objects, links, kernel features, map occupancy',
-      'services.json    frontends in the maps with their backends and Maglev shares; backends.json: every backend with its counters',
-      'affinity.json, flows.json   sessionAffinity entries and tc-path flow state (first page)',
-      'stats.json       per Service port and backend: connections, refused, packets, bytes, shares, skew',
-      'drift.json       desired state vs the maps (agent only)',
-      'explain/         summary.txt: every Service\'s verdict; NS_NAME.txt/json: each Service with a problem',
-      'metrics.txt      Prometheus metrics; logs.jsonl: the agent\'s recent log lines (agent only)',
-      'node.json        kernel, programs, conntrack count and max, switchyard\'s iptables rules',
+      ...SNAPSHOT_FILES,
       '',
       'Credentials are never read; private keys, tokens and credential fields that object contents or logs carried are redacted.',
       ...(c.problems.length ? ['', 'Not collected:', ...c.problems.map((p) => `  ${p}`)] : []),

@@ -21,6 +21,7 @@ import { KubeSource } from '../source/kube.js';
 import { inCluster, loadApiConfig } from '../source/apiconfig.js';
 import type { Source } from '../source/types.js';
 import { findCgroup2Root, resolveCgroup2 } from '../util/sys.js';
+import { packageVersion } from '../util/version.js';
 import { prepareNode } from '../agent/prepare.js';
 import { listenMetrics } from '../agent/metrics-server.js';
 import { datapathMaps } from '../read/maps.js';
@@ -375,7 +376,7 @@ async function runAgent(o: Opts): Promise<number> {
     fetchService: source.getService ? (ns: string, name: string) => source.getService!(ns, name) : undefined,
     cgroup: cgroupPath,
   };
-  const appDeps = { agent, maps, names: currentNames, drift: () => agent.driftAsync(), registry, features, version: process.env.npm_package_version, diagnose, logs: logRing, stats: sampler };
+  const appDeps = { agent, maps, names: currentNames, drift: () => agent.driftAsync(), registry, features, version: packageVersion(), diagnose, logs: logRing, stats: sampler };
   const apps = [buildApp(appDeps)];
   // :10256 as kube-proxy's: /healthz for load balancers (ready and healthy), /livez (healthy).
   const proxyHealth = new ProxyHealthServer(...agentProxyHealth(agent));

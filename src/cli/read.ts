@@ -16,6 +16,7 @@ import { mapStats, openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { listAffinity, listFlows, type Page, type PageQuery } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
+import { allPages } from '../diagnose/snapshot.js';
 
 export interface InspectOpts {
   output?: string;
@@ -137,15 +138,7 @@ function direct<T>(bpfRoot: string, f: (ctx: { maps: ReturnType<typeof openPinne
 
 /** Every item of a paged list of the API (follows `continue`). */
 export async function apiGetAll<T>(apiAddr: string | undefined, path: string): Promise<{ items: T[] }> {
-  const items: T[] = [];
-  let token: string | null = null;
-  do {
-    const sep = path.includes('?') ? '&' : '?';
-    const page: { items: T[]; continue?: string | null } = await apiGet<{ items: T[]; continue?: string | null }>(apiAddr, token ? `${path}${sep}continue=${encodeURIComponent(token)}` : path);
-    items.push(...page.items);
-    token = page.continue ?? null;
-  } while (token);
-  return { items };
+  return allPages<T>((p) => apiGet(apiAddr, p), path);
 }
 
 async function pages<T>(o: InspectOpts, path: string, read: (q: PageQuery) => Page<T>): Promise<Page<T>> {

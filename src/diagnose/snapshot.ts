@@ -42,24 +42,87 @@ export interface SnapshotFile {
 
 /** Reads one part of the snapshot; a failure is written down, the rest goes on. */
 export class SnapshotCollector {
-  readonly files: SnapshotFile[] = [];
-  readonly problems: string[] = [];
+  /** `prefix`: a directory inside the archive for everything this collector adds (one node's files in a cluster snapshot). */
+  constructor(
+    readonly files: SnapshotFile[] = [],
+    readonly problems: string[] = [],
+    private readonly prefix = '',
+  ) {}
+
+  /** A collector that files under `dir/` into the same archive. */
+  under(dir: string): SnapshotCollector {
+    return new SnapshotCollector(this.files, this.problems, `${this.prefix}${dir}/`);
+  }
 
   async add(path: string, read: () => unknown | Promise<unknown>, asText = false): Promise<unknown> {
     try {
       const v = await read();
-      this.files.push({ path, content: asText ? String(v) : `${JSON.stringify(v, null, 2)}\n` });
+      this.files.push({ path: this.prefix + path, content: asText ? String(v) : `${JSON.stringify(v, null, 2)}\n` });
       return v;
     } catch (e) {
-      this.problems.push(`${path}: ${(e as Error).message}`);
+      this.problems.push(`${this.prefix}${path}: ${(e as Error).message}`);
       return undefined;
     }
   }
 
   text(path: string, content: string): void {
-    this.files.push({ path, content });
+    this.files.push({ path: this.prefix + path, content });
   }
 }
+
+/** Every page of a paged API list (`continue` tokens), through `get`. */
+export async function allPages<T>(get: (path: string) => Promise<unknown>, path: string): Promise<{ items: T[] }> {
+  const items: T[] = [];
+  let token: string | null = null;
+  do {
+    const sep = path.includes('?') ? '&' : '?';
+    const page = (await get(token ? `${path}${sep}continue=${encodeURIComponent(token)}` : path)) as { items: T[]; continue?: string | null };
+    items.push(...page.items);
+    token = page.continue ?? null;
+  } while (token);
+  return { items };
+}
+
+/**
+ * One agent's part of a snapshot, read through its API (`get`: a GET of an API path, JSON decoded,
+ * text for text/plain): status, the maps decoded, drift, explain, metrics, logs, node. Returns the
+ * node's name from its status; undefined when the status itself could not be read.
+ */
+export async function collectFromAgent(c: SnapshotCollector, get: (path: string) => Promise<unknown>, pageLimit: number): Promise<string | undefined> {
+  const api = (path: string) => () => get(path);
+  const status = (await c.add('status.json', api('/v1/status'))) as { node?: string } | undefined;
+  if (!status) return undefined;
+  await c.add('services.json', () => allPages(get, '/v1/services'));
+  await c.add('backends.json', () => allPages(get, '/v1/backends'));
+  await c.add('affinity.json', api(`/v1/affinity?limit=${pageLimit}`));
+  await c.add('flows.json', api(`/v1/flows?limit=${pageLimit}`));
+  await c.add('stats.json', api('/v1/stats'));
+  await c.add('drift.json', api('/v1/drift'));
+  await collectExplain(
+    c,
+    () => get('/v1/explain') as Promise<{ node: string; items: ExplainSummary[] }>,
+    (ns, name) => get(`/v1/explain/${encodeURIComponent(`${ns}/${name}`)}`) as Promise<ExplainReport>,
+  );
+  await c.add('metrics.txt', api('/metrics'), true);
+  await c.add('logs.jsonl', async () => {
+    const l = (await get('/v1/logs')) as { lines: string[]; dropped: number };
+    return `${l.lines.join('\n')}\n${l.dropped ? `{"note":"${l.dropped} older lines no longer kept"}\n` : ''}`;
+  }, true);
+  await c.add('node.json', api('/v1/node'));
+  return status.node ?? 'node';
+}
+
+/** What each file of a node's snapshot holds (README.txt). */
+export const SNAPSHOT_FILES = [
+  'status.json      status: readiness, last sync, rejected objects, links, kernel features, map occupancy',
+  'services.json    frontends in the maps with their backends and Maglev shares; backends.json: every backend with its counters',
+  'affinity.json, flows.json   sessionAffinity entries and tc-path flow state (first page)',
+  'stats.json       per Service port and backend: connections, refused, packets, bytes, shares, skew',
+  'drift.json       desired state vs the maps (agent only)',
+  "explain/         summary.txt: every Service's verdict; NS_NAME.txt/json: each Service with a problem",
+  "metrics.txt      Prometheus metrics; logs.jsonl: the agent's recent log lines (agent only)",
+  "node.json        kernel, programs, conntrack count and max, switchyard's iptables rules",
+];
 
 /** File name of one Service's explain report inside the archive. */
 export function explainPath(namespace: string, name: string, ext: 'txt' | 'json'): string {

@@ -41,7 +41,7 @@ test('a package carries the product only', () => {
   assert.ok(Array.isArray(pkg.files));
   for (const f of pkg.files as string[]) assert.ok(!/^(harness|test|dist\/harness|dist\/test)/.test(f), f);
   assert.ok(pkg.files.includes('dist/src/'));
-  assert.deepEqual(Object.keys(pkg.bin), ['switchyard']);
+  assert.deepEqual(Object.keys(pkg.bin).sort(), ['kubectl-switchyard', 'switchyard'], 'the agent and its CLI, and the kubectl plugin');
 });
 
 test('the agent\'s command line has no lab or benchmark command; switchyard-lab has them', () => {
