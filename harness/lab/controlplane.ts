@@ -458,6 +458,20 @@ export class ControlPlane {
     }
   }
 
+  /**
+   * A kubeconfig for a person: a client certificate for user `name` (no group), the API server at
+   * its fabric address (reachable from the external client's namespace). Rights come from bindings.
+   */
+  issueUserKubeconfig(name: string): string {
+    if (!this.pki) throw new Error('control plane: credentials not created yet (up() first)');
+    const dir = join(this.dir, 'users', name);
+    mkdirSync(dir, { recursive: true });
+    const cert = issueCert({ ...this.pki, dir }, { name, cn: name, usage: 'client' });
+    const file = join(dir, 'kubeconfig');
+    writeFileSync(file, kubeconfigYaml(APISERVER_INTERNAL_URL, this.caCert, cert));
+    return file;
+  }
+
   /** A client certificate and kubeconfig for a kubelet (system:node:NAME in system:nodes), server on the fabric. */
   issueKubeletCredentials(node: string, dir: string, ips: string[]): { kubeconfig: string; serving: { cert: string; key: string } } {
     if (!this.pki) throw new Error('control plane: credentials not created yet (up() first)');

@@ -58,6 +58,32 @@ export function webObjects(replicas = 3): object[] {
   ];
 }
 
+/** The NodePort of web-local (externalTrafficPolicy Local, its one endpoint on one node). */
+export const WEB_LOCAL_NODEPORT = 30081;
+
+/**
+ * A Service that works on one node only, by design: NodePort with externalTrafficPolicy Local
+ * and its only endpoint pinned to `node`; on every other node its node port drops traffic.
+ */
+export function localOnlyObjects(node: string): object[] {
+  const d = deployment('web-local', 1, ['netexec', '--http-port=8080'], [{ name: 'http', containerPort: 8080, protocol: 'TCP' }], { httpGet: { path: '/healthz', port: 8080 }, periodSeconds: 1 }) as {
+    spec: { template: { spec: Record<string, unknown> } };
+  };
+  d.spec.template.spec.nodeSelector = { 'kubernetes.io/hostname': node };
+  return [
+    d,
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web-local', namespace: 'default' },
+      spec: {
+        type: 'NodePort', externalTrafficPolicy: 'Local', selector: { app: 'web-local' },
+        ports: [{ name: 'http', port: 80, targetPort: 'http', nodePort: WEB_LOCAL_NODEPORT }],
+      },
+    },
+  ];
+}
+
 export function clientObjects(): object[] {
   return [deployment('client', 2, ['pause'])];
 }

@@ -222,11 +222,13 @@ export class Cluster {
           socket.on('close', () => w.close());
         })
         .catch((e: unknown) => {
-          const msg = e instanceof Error ? e.message : String(e);
+          // The WebSocket library rejects with an event object carrying the error.
+          const ev = e as { message?: unknown; error?: { message?: unknown } } | undefined;
+          const msg = String(ev?.message ?? ev?.error?.message ?? e);
           this.forwardFailure.set(
             a.pod,
             /\b403\b/.test(msg)
-              ? `RBAC denied: create pods/portforward in namespace ${this.namespace} is not allowed for this user (docs/operations.md, "From your laptop", lists the role)`
+              ? `RBAC denied: get and create on pods/portforward in namespace ${this.namespace} are not both allowed for this user (docs/operations.md, "From your laptop", lists the role)`
               : `port-forward to ${this.namespace}/${a.pod}: ${msg}`,
           );
           socket.destroy();

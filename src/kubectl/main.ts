@@ -41,7 +41,7 @@ Options (kubectl's):
   -n, --namespace NS    where the switchyard DaemonSet runs (default ${DEFAULT_AGENT_NAMESPACE})
   -o, --output FORMAT   table (default), json or yaml; for snapshot, the archive's path
 
-Rights needed (deploy/rbac/kubectl-switchyard.yaml): get/list pods and create pods/portforward in the
+Rights needed (deploy/rbac/kubectl-switchyard.yaml): get/list pods and get/create pods/portforward in the
 DaemonSet's namespace; get/list services, endpointslices and nodes. Nothing is exec'd and no port
 is opened on the nodes: each request is a port-forward to the agent's pod, which runs in the node's
 network namespace, to its API on the node's loopback.`;

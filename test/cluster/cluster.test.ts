@@ -10,12 +10,13 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Cluster } from '../../harness/lab/cluster.js';
 import { LAB_API_NAME } from '../../harness/lab/controlplane.js';
-import { clientObjects, webObjects, WEB_LB_IP, WEB_NODEPORT } from '../../harness/lab/workload.js';
+import { clientObjects, localOnlyObjects, webObjects, WEB_LB_IP, WEB_LOCAL_NODEPORT, WEB_NODEPORT } from '../../harness/lab/workload.js';
+import { repoRoot } from '../../src/bpf/native.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { stringify } from 'yaml';
 import { requireLabCapabilities, testPort } from '../lab/capabilities.js';
@@ -197,6 +198,141 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
       }
       await loops.check();
     }
+  });
+
+  /** kubectl-switchyard run from the external client's namespace (a laptop on the network) with `kubeconfig`. */
+  const plugin = (kubeconfig: string, args: string[]) => {
+    const r = spawnSync('ip', ['netns', 'exec', cluster.lab.ns('ext'), process.execPath, join(repoRoot, 'bin/kubectl-switchyard.js'), '--kubeconfig', kubeconfig, ...args], {
+      encoding: 'utf8',
+      timeout: 180_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr, all: `exit ${r.status}\n${r.stdout}\n${r.stderr}` };
+  };
+  const PLANTED = 'sy-planted-secret-0123456789abcdef';
+  let debugger_ = '';
+
+  test('kubectl switchyard from outside, with only the documented role: eTP Local with its only endpoint on n2 is broken on n1 and fine on n2', async () => {
+    const objs = localOnlyObjects('n2') as any[];
+    // Something secret-looking in an object: a cluster snapshot must not carry it.
+    objs[1].metadata.annotations = { 'switchyard.test/notes': `curl -H 'Authorization: Bearer ${PLANTED}'` };
+    cluster.kubectl(['apply', '-f', '-'], { input: yaml(objs) });
+    cluster.kubectl(['apply', '-f', join(repoRoot, 'deploy/rbac/kubectl-switchyard.yaml')]);
+    cluster.kubectl(['-n', 'kube-system', 'create', 'rolebinding', 'sy-debugger', '--role=switchyard-debug', '--user=sy-debugger']);
+    cluster.kubectl(['create', 'clusterrolebinding', 'sy-debugger', '--clusterrole=switchyard-debug', '--user=sy-debugger']);
+    debugger_ = cluster.cp.issueUserKubeconfig('sy-debugger');
+    await cluster.waitDeployment('default', 'web-local');
+    // What the wire says: the node port answers on n2 and not on n1.
+    const viaN2 = await cluster.lab.external<{ counts: Record<string, number>; errors: Record<string, number> }>(['http-count', '10.0.0.12', WEB_LOCAL_NODEPORT, 5, '/hostname']);
+    assert.deepEqual(viaN2.errors, {}, 'web-local answers through n2');
+    const viaN1 = await cluster.lab.external<{ counts: Record<string, number>; errors: Record<string, number> }>(['http-count', '10.0.0.11', WEB_LOCAL_NODEPORT, 2, '/hostname']);
+    assert.deepEqual(viaN1.counts, {}, 'web-local does not answer through n1');
+    // Both agents have applied the Service and its endpoint: the plugin's own lag check says so.
+    await cluster.waitFor('every agent applied the newest objects', 60_000, () => {
+      const r = plugin(debugger_, ['status', '-o', 'json']);
+      return r.stdout && JSON.parse(r.stdout).lagging.length === 0 ? true : r.all;
+    });
+    const r = plugin(debugger_, ['explain', 'default/web-local', '-o', 'json']);
+    assert.equal(r.code, 1, `a problem on one node: exit 1\n${r.all}`);
+    const e = JSON.parse(r.stdout);
+    const verdicts = Object.fromEntries(e.nodes.map((n: any) => [n.node, n.ok ? n.value.verdict.code : n.error]));
+    assert.deepEqual(verdicts, { n1: 'endpoints-elsewhere', n2: 'ok' }, r.all);
+    assert.deepEqual(e.differing, ['n1']);
+    const t = plugin(debugger_, ['explain', 'default/web-local']);
+    process.stderr.write(`kubectl switchyard explain default/web-local:\n${t.stdout}\n`);
+    assert.match(t.stdout, /^n1\s+endpoints-elsewhere\s/m);
+    assert.match(t.stdout, /^n2\s+ok\s/m);
+    assert.match(t.stdout, /--- node n1 ---/, "n1's full report follows");
+    assert.doesNotMatch(t.stdout, /--- node n2 ---/, 'n2 agrees with the usual verdict: no details');
+    // A ClusterIP Service with endpoints on both nodes: one line per node with an endpoint, all ok.
+    const web = JSON.parse(plugin(debugger_, ['explain', 'default/web', '-o', 'json']).stdout);
+    assert.deepEqual(web.nodes.map((n: any) => [n.node, n.value?.verdict.code]).sort(), [['n1', 'ok'], ['n2', 'ok']]);
+  });
+
+  test('kubectl switchyard status, stats and trace across the nodes', async () => {
+    const version = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')).version;
+    const r = plugin(debugger_, ['status', '-o', 'json']);
+    assert.equal(r.code, 0, r.all);
+    const s = JSON.parse(r.stdout);
+    assert.deepEqual(s.nodes.map((n: any) => n.node), NODES);
+    for (const n of s.nodes) {
+      assert.equal(n.version, version, `${n.node}: the agent's version`);
+      assert.equal(n.healthy, true, `${n.node} healthy`);
+      assert.equal(n.drift, 0, `${n.node} in sync`);
+      assert.ok(n.services.entries > 0 && n.services.capacity >= n.services.entries, JSON.stringify(n.services));
+      assert.ok(n.backends.entries > 0, JSON.stringify(n.backends));
+      assert.ok(n.syncAgeSec !== null);
+    }
+    assert.match(plugin(debugger_, ['status']).stdout, /Every node has applied the API server's newest Services and EndpointSlices/);
+    // As users run it: kubectl finds kubectl-switchyard on PATH (setup and the image link it there).
+    const binDir = join(cluster.cp.dir, 'plugin-bin');
+    mkdirSync(binDir, { recursive: true });
+    rmSync(join(binDir, 'kubectl-switchyard'), { force: true });
+    symlinkSync(join(repoRoot, 'bin/kubectl-switchyard.js'), join(binDir, 'kubectl-switchyard'));
+    const viaKubectl = spawnSync('ip', ['netns', 'exec', cluster.lab.ns('ext'), cluster.cp.bins.kubectl, 'switchyard', 'status', '-o', 'json'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, KUBECONFIG: debugger_, PATH: `${binDir}:${dirname(process.execPath)}:${process.env.PATH}` },
+    });
+    assert.equal(viaKubectl.status, 0, `kubectl switchyard status: ${viaKubectl.stdout}${viaKubectl.stderr}`);
+    assert.deepEqual(JSON.parse(viaKubectl.stdout).nodes.map((n: any) => n.node), NODES);
+    // Traffic through both nodes: NodePort via n2 (tc path there), the ClusterIP from n1's client pod (socket path on n1).
+    const ext = await cluster.lab.external<{ counts: Record<string, number>; errors: Record<string, number> }>(['http-count', '10.0.0.12', WEB_LOCAL_NODEPORT, 10, '/hostname']);
+    assert.deepEqual(ext.errors, {});
+    cluster.exec('default', clients.n1, ['sh', '-c', 'for i in $(seq 1 10); do curl -sS -m 3 -o /dev/null http://web-local.default/hostname; done']);
+    const pod = cluster.kubectlJson<any>(['get', 'pods', '-l', 'app=web-local']).items[0];
+    const st = JSON.parse(plugin(debugger_, ['stats', 'default/web-local', '-o', 'json']).stdout);
+    assert.equal(st.items.length, 1, JSON.stringify(st));
+    const port = st.items[0];
+    assert.deepEqual(port.backends.map((b: any) => b.address), [pod.status.podIP], 'one backend: the pod on n2');
+    assert.ok(port.byNode.n1.connections >= 10, `n1 translated the ClusterIP connections: ${JSON.stringify(port.byNode)}`);
+    assert.ok(port.byNode.n2.connections + port.byNode.n2.packets > 0, `n2 counted the NodePort flows: ${JSON.stringify(port.byNode)}`);
+    assert.equal(port.totals.connections, port.byNode.n1.connections + port.byNode.n2.connections, 'totals are the sum over nodes');
+    assert.match(plugin(debugger_, ['stats', 'default/web-local']).stdout, /\(from this node\)\s+n1/);
+    // trace where the flow enters: n2 sends it to its local endpoint.
+    const tr = plugin(debugger_, ['trace', '--to', `10.0.0.12:${WEB_LOCAL_NODEPORT}`, '--from', '10.0.0.100:40000', '--node', 'n2', '-o', 'json']);
+    assert.equal(tr.code, 0, tr.all);
+    const trace = JSON.parse(tr.stdout);
+    assert.equal(trace.frontend.service, 'web-local');
+    assert.equal(trace.backend.address, pod.status.podIP, tr.stdout);
+    const none = plugin(debugger_, ['trace', '--to', `10.0.0.12:${WEB_LOCAL_NODEPORT}`, '--node', 'n9']);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /no agent on node n9/);
+  });
+
+  test('kubectl switchyard snapshot: every node\'s files and the objects in one archive, no secret', () => {
+    const file = join(cluster.cp.dir, 'cluster-snapshot.tar.gz');
+    const r = plugin(debugger_, ['snapshot', '-o', file]);
+    assert.equal(r.code, 0, r.all);
+    const list = execFileSync('tar', ['-tzf', file], { encoding: 'utf8' }).split('\n').filter(Boolean).map((p) => p.replace(/^[^/]+\//, ''));
+    for (const n of NODES) {
+      for (const f of ['status.json', 'services.json', 'backends.json', 'drift.json', 'stats.json', 'metrics.txt', 'logs.jsonl', 'node.json', 'explain/summary.txt']) {
+        assert.ok(list.includes(`nodes/${n}/${f}`), `nodes/${n}/${f} in the archive: ${list.join(' ')}`);
+      }
+    }
+    for (const f of ['README.txt', 'cluster/services.json', 'cluster/endpointslices.json', 'cluster/nodes.json']) assert.ok(list.includes(f), f);
+    const text = execFileSync('tar', ['-xzOf', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+    assert.ok(text.includes('web-local'), 'the objects are in it');
+    assert.ok(!text.includes(PLANTED), 'the planted bearer token is redacted');
+    assert.match(text, /Bearer \[redacted\]/);
+    assert.ok(!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text), 'no private key');
+    const userKey = readFileSync(join(cluster.cp.dir, 'users', 'sy-debugger', 'sy-debugger.key'), 'utf8').split('\n')[1];
+    assert.ok(!text.includes(userKey), "the user's key is not in it");
+  });
+
+  test('kubectl switchyard with too few rights says which verb on which resource', () => {
+    // Reads objects but may not find the agents.
+    cluster.kubectl(['create', 'clusterrolebinding', 'sy-reader', '--clusterrole=switchyard-debug', '--user=sy-reader']);
+    const reader = cluster.cp.issueUserKubeconfig('sy-reader');
+    const a = plugin(reader, ['explain', 'default/web-local']);
+    assert.equal(a.code, 1, a.all);
+    assert.match(a.stderr, /RBAC denied: list pods in namespace kube-system/);
+    // Finds the agents but may not port-forward to them.
+    cluster.kubectl(['-n', 'kube-system', 'create', 'role', 'sy-pods', '--verb=get,list', '--resource=pods']);
+    cluster.kubectl(['-n', 'kube-system', 'create', 'rolebinding', 'sy-reader', '--role=sy-pods', '--user=sy-reader']);
+    const b = plugin(reader, ['status']);
+    assert.equal(b.code, 1, b.all);
+    assert.match(b.stderr, /RBAC denied: get and create on pods\/portforward in namespace kube-system/);
   });
 
   test('uninstall removes every program, pin, tc link and iptables rule', async () => {
