@@ -56,6 +56,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { Lab, defaultSpec, runJson, type LabSpec } from '../lab/lab.js';
 import { APISERVER_INTERNAL_URL, ControlPlane, fillerClusterIp } from '../lab/controlplane.js';
+import { MemCgroup } from '../lab/memcg.js';
 import { KubeProxy, flushLegacyIptables, legacyIptablesRules, type IptablesBackend } from '../lab/kubeproxy.js';
 import { endpointSlice, service } from '../lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
@@ -329,6 +330,8 @@ function memOf(pid: number): { rss: number; hwm: number } {
 interface Running {
   dp: Dataplane;
   pids: PerNode;
+  /** Each node's process runs in its own memory cgroup: the kernel memory it causes is counted there. */
+  memcgs: PerNode<MemCgroup>;
   /** Resolves when every write so far is applied on both nodes; returns when (ms since epoch) each node finished. */
   waitSynced(sinceMs: number, timeoutMs: number): Promise<PerNode>;
   stop(): Promise<void>;
@@ -338,6 +341,10 @@ interface Running {
 let agentSource: string[] = [];
 
 async function startDataplane(dp: Dataplane, api: Api, services: number): Promise<Running> {
+  const memcgs: PerNode<MemCgroup> = { n1: MemCgroup.create(`${argv.prefix}-${dp}-n1`), n2: MemCgroup.create(`${argv.prefix}-${dp}-n2`) };
+  const dropMemcgs = () => {
+    for (const n of NODES) memcgs[n].remove();
+  };
   if (dp === 'switchyard') {
     const maxBackends = Math.max(262144, 2 ** Math.ceil(Math.log2(services * E * 1.25 + 1000)));
     const extra = ['--max-backends', String(maxBackends)];
@@ -352,15 +359,16 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
     // block's traffic through its hooks.
     const started = await Promise.allSettled(NODES.map(async (n, i) => {
       // Ready = first full list applied: at 50,000 Services two agents on 2 CPUs take ~50 s.
-      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource, readyMs: opts.syncTimeoutMin * 60_000 });
+      pids[n] = await lab.startAgent(n, base + 2 + i, extra, { netns: true, source: agentSource, readyMs: opts.syncTimeoutMin * 60_000, memcg: memcgs[n] });
     }));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       await removeAgents();
+      dropMemcgs();
       throw failed.reason;
     }
     return {
-      dp, pids,
+      dp, pids, memcgs,
       async waitSynced(_since, timeoutMs) {
         const want = api.want();
         const done = {} as PerNode;
@@ -384,10 +392,13 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
         }));
         return done;
       },
-      stop: removeAgents,
+      stop: async () => {
+        await removeAgents();
+        dropMemcgs();
+      },
     };
   }
-  const kps = NODES.map((n) => new KubeProxy(lab, cp!, n, { mode: dp, iptablesBackend: opts.iptablesBackend }));
+  const kps = NODES.map((n) => new KubeProxy(lab, cp!, n, { mode: dp, iptablesBackend: opts.iptablesBackend, memcg: memcgs[n] }));
   for (const kp of kps) {
     kp.start();
     proxies.push(kp);
@@ -395,6 +406,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
   return {
     dp,
     pids: { n1: kps[0].pid!, n2: kps[1].pid! },
+    memcgs,
     async waitSynced(sinceMs, timeoutMs) {
       const done = {} as PerNode;
       await Promise.all(kps.map(async (kp) => {
@@ -409,6 +421,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
         await kp.stop();
         proxies.splice(proxies.indexOf(kp), 1);
       }
+      dropMemcgs();
     },
   };
 }
@@ -646,8 +659,10 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
   const peak = {} as PerNode;
   const rules = {} as PerNode;
   const elems = {} as PerNode;
-  const out: NonNullable<BlockResult['memory']> = { rss, peakRss: peak, rules, setElements: elems };
+  const kernel = {} as PerNode;
+  const out: NonNullable<BlockResult['memory']> = { rss, peakRss: peak, rules, setElements: elems, kernelBytes: kernel };
   for (const n of NODES) {
+    kernel[n] = r.memcgs[n].kernelBytes();
     const m = memOf(r.pids[n]);
     rss[n] = m.rss;
     peak[n] = m.hwm;

@@ -79,6 +79,13 @@ export interface BlockResult {
   memory?: {
     rss: PerNode;
     peakRss: PerNode;
+    /**
+     * Kernel memory charged to the dataplane process's memory cgroup (harness/lab/memcg.ts): what
+     * its work made the kernel allocate — switchyard's BPF maps, kube-proxy's iptables/nftables
+     * rules (its iptables-restore and nft children run in the same cgroup), and each side's
+     * sockets, page tables and stacks. Absent in results older than 2026-11-26.
+     */
+    kernelBytes?: PerNode;
     /** switchyard: kernel memory of its BPF maps (memlock, inner Maglev maps included). */
     bpfMapBytes?: PerNode;
     /** switchyard, node n1: memlock per pinned map, and of the inner Maglev tables together. */

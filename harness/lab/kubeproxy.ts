@@ -7,6 +7,7 @@
  * in a pod namespace but outside the node's cgroup is not seen by switchyard's
  * socket hooks, so its packets to a ClusterIP reach the node's netfilter rules.
  */
+import type { MemCgroup } from './memcg.js';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,6 +35,8 @@ export interface KubeProxyOptions {
    * binaries first on its PATH, as the kube-proxy image's iptables wrapper does on a legacy host.
    */
   iptablesBackend?: IptablesBackend;
+  /** A memory cgroup to run in (harness/lab/memcg.ts): the kernel memory of its rules is counted there. */
+  memcg?: MemCgroup;
 }
 
 export type IptablesBackend = 'nft' | 'legacy';
@@ -135,7 +138,7 @@ export class KubeProxy {
     if (this.opts.iptablesBackend === 'legacy' && (this.opts.mode ?? 'iptables') === 'iptables') {
       env.PATH = `${legacyIptablesDir(this.cp.dir)}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
     }
-    this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName, env);
+    this.pid = this.lab.spawnIn('', this.lab.ns(this.node), [this.cp.bins.kubeProxy, `--config=${this.configFile}`, '--v=1'], this.logName, env, this.opts.memcg);
   }
 
   log(): string {

@@ -24,6 +24,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync,
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { repoRoot } from '../../src/bpf/native.js';
+import type { MemCgroup } from './memcg.js';
 import { findCgroup2Root, sh } from '../../src/util/sys.js';
 import { LAB_DATA_ROOT, cgroupV1Mounts, removeCgroupTree, teardownNode, type NodeState } from './kubelet.js';
 
@@ -277,12 +278,12 @@ export class Lab {
    * Starts a long-running process in a namespace and in a node's cgroup,
    * detached so that it outlives a CLI `lab up`. Returns its pid.
    */
-  spawnIn(node: string, ns: string | null, argv: string[], logName: string, env: NodeJS.ProcessEnv = process.env): number {
+  spawnIn(node: string, ns: string | null, argv: string[], logName: string, env: NodeJS.ProcessEnv = process.env, memcg?: MemCgroup): number {
     const log = openSync(join(this.state.stateDir, logName), 'a');
     const cgroup = node ? this.cgroupOf(node) : '';
     const wrapped = [
       '-c',
-      `${cgroup ? `echo $$ > '${cgroup}/cgroup.procs' && ` : ''}exec "$@"`,
+      `${memcg ? `${memcg.joinShell()} && ` : ''}${cgroup ? `echo $$ > '${cgroup}/cgroup.procs' && ` : ''}exec "$@"`,
       'sh',
       ...(ns ? ['ip', 'netns', 'exec', ns] : []),
       ...argv,
@@ -375,7 +376,7 @@ export class Lab {
    * the north-south path on the node's devices, like a hostNetwork
    * DaemonSet; its API is then reached through a unix socket.
    */
-  async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean; source?: string[]; readyMs?: number } = {}): Promise<number> {
+  async startAgent(node: string, apiPort: number, extra: string[] = [], o: { netns?: boolean; source?: string[]; readyMs?: number; memcg?: MemCgroup } = {}): Promise<number> {
     this.node(node);
     const apiSocket = o.netns ? join(this.state.stateDir, `agent-${node}.sock`) : undefined;
     const argv = [
@@ -389,7 +390,7 @@ export class Lab {
       ...(apiSocket ? ['--api-socket', apiSocket] : ['--devices', 'none', '--healthz-addr', 'off']),
       ...extra,
     ];
-    const pid = this.spawnIn('', null, argv, `agent-${node}.log`);
+    const pid = this.spawnIn('', null, argv, `agent-${node}.log`, process.env, o.memcg);
     this.state.agents[node] = { pid, apiPort, apiSocket };
     this.save();
     const readyMs = o.readyMs ?? 20_000;
