@@ -5,7 +5,7 @@
  * command at the top. Pure: returns file name → content.
  */
 import { COLORS, lineChart, type Series } from './svg.js';
-import { DATAPLANES, findBlock, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
+import { DATAPLANES, comparable, findBlock, machineKey, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
 
 const LABEL: Record<Dataplane, string> = { switchyard: 'switchyard', iptables: 'kube-proxy iptables', nftables: 'kube-proxy nftables' };
 
@@ -50,7 +50,8 @@ function scenarioTable(r: Results, metrics: Metric[]): string {
       const sw = findBlock(r, 'switchyard', s);
       const ratios = dps.includes('switchyard') ? kps.map((k) => {
         const kb = findBlock(r, k, s);
-        return sw && kb ? ratio(m.get(sw), m.get(kb)) : '–';
+        if (!sw || !kb) return '–';
+        return comparable(r, sw, kb) ? ratio(m.get(sw), m.get(kb)) : 'other machine';
       }) : [];
       rows.push([n0(s), m.name, ...cells, ...ratios]);
     }
@@ -162,6 +163,7 @@ function goals(r: Results): Goal[] {
     const a = sw(30000);
     const k = ipt(30000);
     if (!a?.eastWest || !k?.eastWest) out.push({ ...nm(30000, g), target: '≤ 0.50×' });
+    else if (!comparable(r, a, k)) out.push({ goal: g, figure: 'not comparable: the two blocks ran on different machines', target: '≤ 0.50×', met: undefined });
     else {
       const x = a.eastWest.latency.service.p99 / k.eastWest.latency.service.p99;
       out.push({ goal: g, figure: `${x.toFixed(2)}× (${n0(a.eastWest.latency.service.p99)} vs ${n0(k.eastWest.latency.service.p99)} µs)`, target: '≤ 0.50×', met: x <= 0.5 });
@@ -172,6 +174,7 @@ function goals(r: Results): Goal[] {
     const a = sw(10000);
     const k = ipt(10000);
     if (!a?.eastWest || !k?.eastWest) out.push({ ...nm(10000, g), target: '≥ 1.50×' });
+    else if (!comparable(r, a, k)) out.push({ goal: g, figure: 'not comparable: the two blocks ran on different machines', target: '≥ 1.50×', met: undefined });
     else {
       const x = a.eastWest.rate.service.rate / k.eastWest.rate.service.rate;
       out.push({ goal: g, figure: `${x.toFixed(2)}× (${n0(a.eastWest.rate.service.rate)} vs ${n0(k.eastWest.rate.service.rate)} /s)`, target: '≥ 1.50×', met: x >= 1.5 });
@@ -220,7 +223,11 @@ function goals(r: Results): Goal[] {
   }
   for (const k of ['iptables', 'nftables'] as const) {
     // Both sides with the kernel counted (RSS + kernel memory charged to the process's cgroup) where the run measured it.
-    const scales = r.options.scales.filter((x) => x >= 1000 && findBlock(r, 'switchyard', x)?.memory && findBlock(r, k, x)?.memory);
+    const scales = r.options.scales.filter((x) => {
+      const a = findBlock(r, 'switchyard', x);
+      const b = findBlock(r, k, x);
+      return x >= 1000 && a?.memory && b?.memory && comparable(r, a, b);
+    });
     const counted = scales.length > 0 && scales.every((x) => findBlock(r, 'switchyard', x)!.memory!.kernelBytes && findBlock(r, k, x)!.memory!.kernelBytes);
     const g = counted
       ? `switchyard agent RSS + kernel memory ≤ kube-proxy ${k} RSS + kernel memory (rules), per node, at every scale ≥ 1,000`
@@ -353,8 +360,15 @@ export function renderReport(r: Results): Record<string, string> {
       `${x.maglevMaxOverIdeal.toFixed(3)} / ${x.maglevMinOverIdeal.toFixed(3)}`, `${x.randomMaxOverIdeal.toFixed(3)} / ${x.randomMinOverIdeal.toFixed(3)}`]),
     ['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']), '');
 
-  L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale) and what each block took.', '');
-  L.push(table(['#', 'Services', 'dataplane', 'started', 'duration', 'notes'], r.blocks.map((b) => [String(b.order + 1), n0(b.services), LABEL[b.dataplane], b.startedAt.slice(11, 19), b.seconds ? dur(b.seconds) : '–', [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|')]), ['---:', '---:', '---', '---', '---:', '---']), '');
+  L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
+  if (r.runs && r.runs.length > 1) {
+    L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) === machineKey(r.runs![0].machine) ? '' : ' (**another machine**)'}`]), ['---:', '---', '---', '---', '---']), '');
+  }
+  L.push(table(['#', 'Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], r.blocks.map((b) => [
+    String(b.order + 1), n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
+    b.loadAverageAtStart ? b.loadAverageAtStart.map((x) => x.toFixed(2)).join(' / ') : '–', b.seconds ? dur(b.seconds) : '–',
+    [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|'),
+  ]), ['---:', '---:', '---', '---:', '---', '---', '---:', '---']), '');
   const creates = r.phases.filter((p) => p.name.startsWith('create ') || p.name === 'lab up');
   if (creates.length) L.push(`Set-up: ${creates.map((p) => `${p.name} ${dur(p.seconds)}`).join(', ')}.`, '');
   files['report.md'] = L.join('\n');

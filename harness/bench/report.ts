@@ -7,7 +7,19 @@
  *        [--dataplanes switchyard,iptables,nftables] [--out DIR] [--prefix sybn] [--port-base 19700]
  *        [--latency-count N] [--rate-seconds S] [--concurrency C] [--conntrack-connections N]
  *        [--reps N] [--churn-rate R] [--churn-seconds S] [--sync-timeout MIN]
+ *        [--resume DIR] [--only DATAPLANE@SCALE,…] [--etcd-dir DIR] [--quiet-load 1] [--quiet-wait MIN]
  *   node dist/harness/bench/report.js --render DIR/results.json     (rewrites report.md and the charts)
+ *
+ * Blocks survive a stop: each block (one dataplane at one scale) is written to
+ * results.json the moment it ends. `--resume DIR` adds to DIR's report only the
+ * blocks it does not have yet (or that failed), as a new run (the report says
+ * which run made which block, and computes no ratio between blocks of two
+ * machines); `--only switchyard@50000,iptables@50000` picks blocks. `--etcd-dir
+ * DIR` keeps the API server's objects in DIR/<scale> (a run then covers one
+ * scale; a new scale starts from a copy of the largest smaller one), so a block
+ * does not pay the creation of 50,000 Services again. Each block waits (up to
+ * --quiet-wait minutes) for the 1-minute load average to fall below --quiet-load
+ * and records it.
  *
  * One lab (harness/lab/lab.ts: two nodes, pods, an external namespace) with a
  * real etcd + kube-apiserver (harness/lab/controlplane.ts). Ten backend pods (five
@@ -49,7 +61,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import https from 'node:https';
 import { cpus, hostname, loadavg, totalmem } from 'node:os';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -84,6 +96,11 @@ const { values: argv } = parseArgs({
     'iptables-backend': { type: 'string', default: 'legacy' },
     render: { type: 'string' },
     scenarios: { type: 'string', default: 'east-west,north-south,conntrack,programming,churn,memory' },
+    resume: { type: 'string' },
+    only: { type: 'string' },
+    'quiet-load': { type: 'string', default: '1' },
+    'quiet-wait': { type: 'string', default: '15' },
+    'etcd-dir': { type: 'string' },
   },
 });
 
@@ -141,6 +158,22 @@ if (opts.iptablesBackend !== 'legacy' && opts.iptablesBackend !== 'nft') throw n
 if (!(opts.syncTimeoutMin > 0)) throw new Error(`--sync-timeout: minutes > 0, got ${argv['sync-timeout']}`);
 for (const s of opts.scales) if (!Number.isInteger(s) || s < BASE_SERVICES + 1) throw new Error(`--scales: integers >= ${BASE_SERVICES + 1} (target, target-local, probe and at least one filler), got ${s}`);
 for (const d of opts.dataplanes) if (!DATAPLANES.includes(d)) throw new Error(`--dataplanes: one of ${DATAPLANES.join(', ')}, got ${d}`);
+
+/** The blocks asked for: --only's, else every dataplane at every scale. */
+const only = argv.only?.split(',').filter(Boolean).map((x) => {
+  const m = /^([a-z]+)@(\d+)$/.exec(x);
+  if (!m || !DATAPLANES.includes(m[1] as Dataplane)) throw new Error(`--only: DATAPLANE@SCALE (${DATAPLANES.join(', ')}), got ${x}`);
+  return { dp: m[1] as Dataplane, scale: Number(m[2]) };
+});
+if (only) {
+  opts.scales = [...new Set(only.map((o) => o.scale))].sort((a, b) => a - b);
+  opts.dataplanes = DATAPLANES.filter((d) => only.some((o) => o.dp === d));
+}
+const quietLoad = Number(argv['quiet-load']);
+const quietWaitMin = Number(argv['quiet-wait']);
+if (!(quietLoad > 0) || !(quietWaitMin >= 0)) throw new Error('--quiet-load: a load average > 0; --quiet-wait: minutes >= 0');
+const etcdDir = argv['etcd-dir'];
+if (etcdDir && opts.scales.length !== 1) throw new Error(`--etcd-dir keeps one scale's objects per run: give one scale (--scales or --only), not ${opts.scales.join(', ')}`);
 
 const base = Number(argv['port-base']);
 const t0Run = Date.now();
@@ -289,6 +322,37 @@ class Api {
         await sleep(500 * 2 ** attempt);
       }
     }
+  }
+  /**
+   * Makes the object exactly this (a kept etcd may hold an older version, e.g. the probe's slice
+   * switched to the other pod): created, or replaced when it exists.
+   */
+  async ensure(o: any): Promise<any> {
+    const base = o.kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    try {
+      return await this.call('POST', base, o);
+    } catch (e) {
+      if (!/ HTTP 409:/.test((e as Error).message)) throw e;
+      const cur = await this.call('GET', `${base}/${o.metadata.name}`);
+      return this.call('PUT', `${base}/${o.metadata.name}`, { ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata.resourceVersion } });
+    }
+  }
+  /** Names of the default namespace's Services or EndpointSlices (a kept etcd's objects), listed in pages; records their newest resourceVersion. */
+  async names(kind: 'Service' | 'EndpointSlice'): Promise<Set<string>> {
+    const base = kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    const k = kind === 'Service' ? 'services' : 'endpointslices';
+    const out = new Set<string>();
+    let token = '';
+    do {
+      const page = await this.call('GET', `${base}?limit=5000${token ? `&continue=${encodeURIComponent(token)}` : ''}`);
+      for (const i of page.items ?? []) {
+        out.add(i.metadata.name);
+        const rv = BigInt(i.metadata.resourceVersion);
+        if (rv > this.maxRv[k]) this.maxRv[k] = rv;
+      }
+      token = page.metadata?.continue ?? '';
+    } while (token);
+    return out;
   }
   async createAll(objects: object[], concurrency = 16, onProgress?: (done: number) => void): Promise<void> {
     let next = 0;
@@ -758,6 +822,7 @@ function machine(kubeProxyBin: string): Machine {
 }
 
 function outDir(): string {
+  if (argv.resume) return argv.resume;
   if (argv.out) return argv.out;
   const d = new Date().toISOString().slice(0, 10);
   return join(repoRoot, 'harness/bench/results', `${d}-${hostname()}`);
@@ -767,6 +832,37 @@ function write(dir: string, r: Results): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'results.json'), JSON.stringify(r, null, 1) + '\n');
   for (const [name, text] of Object.entries(renderReport(r))) writeFileSync(join(dir, name), text);
+}
+
+/**
+ * The kept etcd data of a scale: DIR/<scale>; a scale seen for the first time starts from a copy of
+ * the largest smaller scale's (its fillers are a prefix of this one's).
+ */
+function keptEtcd(root: string, scale: number): string {
+  const dirOf = (s: number) => join(root, String(s));
+  if (!existsSync(dirOf(scale))) {
+    const smaller = existsSync(root) ? readdirSync(root).map(Number).filter((s) => Number.isInteger(s) && s < scale).sort((a, b) => b - a) : [];
+    mkdirSync(root, { recursive: true });
+    if (smaller.length) {
+      log(`etcd for ${scale} Services: starting from a copy of ${dirOf(smaller[0])}`);
+      execFileSync('cp', ['-a', dirOf(smaller[0]), dirOf(scale)]);
+    }
+  }
+  return dirOf(scale);
+}
+
+/** Waits (up to --quiet-wait minutes) for the 1-minute load average to fall below --quiet-load. */
+async function waitQuietMachine(): Promise<{ quiet: boolean; load: number[] }> {
+  const deadline = Date.now() + quietWaitMin * 60_000;
+  let said = false;
+  for (;;) {
+    const load = loadavg().map((x) => +x.toFixed(2));
+    if (load[0] < quietLoad) return { quiet: true, load };
+    if (Date.now() >= deadline) return { quiet: false, load };
+    if (!said) log(`  waiting for a quiet machine: load average ${load.join(' / ')} (≥ ${quietLoad})`);
+    said = true;
+    await sleep(10_000);
+  }
 }
 
 async function main(): Promise<void> {
@@ -783,15 +879,36 @@ async function main(): Promise<void> {
   }
   const dir = outDir();
   const command = ['node', 'dist/harness/bench/report.js', ...process.argv.slice(2)].join(' ');
-  const blocksTotal = opts.scales.length * opts.dataplanes.length;
-  log(`benchmark report → ${dir}`);
-  log(`scales ${opts.scales.join(', ')} Services × ${E} endpoints; dataplanes ${opts.dataplanes.join(', ')}; ${blocksTotal} blocks`);
+  log(`benchmark report → ${dir}${argv.resume ? ' (resumed)' : ''}`);
 
-  cp = new ControlPlane(lab, { adminPort: base, agentPort: base + 1 });
-  const results: Results = {
-    version: 1, command, startedAt: new Date().toISOString(), quick, options: { ...opts },
-    machine: machine(cp.bins.kubeProxy), blocks: [], maglev: [], phases: [],
-  };
+  const etcdData = etcdDir ? keptEtcd(etcdDir, opts.scales[0]) : undefined;
+  cp = new ControlPlane(lab, { adminPort: base, agentPort: base + 1, ...(etcdData ? { etcdDataDir: etcdData } : {}) });
+  const thisRun = { command, startedAt: new Date().toISOString(), machine: machine(cp.bins.kubeProxy) };
+  let results: Results;
+  if (argv.resume) {
+    results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as Results;
+    for (const k of ['endpoints', 'latencyCount', 'rateSeconds', 'concurrency', 'conntrackConnections', 'reps', 'churnRate', 'churnSeconds', 'iptablesBackend'] as const) {
+      if (results.options[k] !== undefined && results.options[k] !== opts[k]) throw new Error(`--resume ${dir}: its ${k} is ${results.options[k]}, this run's ${opts[k]}: figures made so would not compare (give the same options)`);
+    }
+    results.runs ??= [{ command: results.command, startedAt: results.startedAt, finishedAt: results.finishedAt, machine: results.machine }];
+    results.runs.push(thisRun);
+    results.options.scales = [...new Set([...results.options.scales, ...opts.scales])].sort((a, b) => a - b);
+    results.options.dataplanes = DATAPLANES.filter((d) => results.options.dataplanes.includes(d) || opts.dataplanes.includes(d));
+    delete results.finishedAt;
+  } else {
+    results = { version: 1, command, startedAt: thisRun.startedAt, quick, options: { ...opts }, machine: thisRun.machine, runs: [thisRun], blocks: [], maglev: [], phases: [] };
+  }
+  const runNo = results.runs!.length - 1;
+  // The blocks this run makes: those asked for that the report does not have, or that failed there.
+  const wanted = (dp: Dataplane, scale: number) => (only ? only.some((o) => o.dp === dp && o.scale === scale) : opts.dataplanes.includes(dp) && opts.scales.includes(scale));
+  const have = (dp: Dataplane, scale: number) => results.blocks.some((b) => b.dataplane === dp && b.services === scale && !b.error);
+  const todo = opts.scales.flatMap((scale) => opts.dataplanes.filter((dp) => wanted(dp, scale) && !have(dp, scale)).map((dp) => ({ dp, scale })));
+  results.blocks = results.blocks.filter((b) => !(b.error && todo.some((t) => t.dp === b.dataplane && t.scale === b.services)));
+  if (todo.length === 0) {
+    log(`nothing to do: ${dir} has every block asked for`);
+    write(dir, results);
+    return;
+  }
   const phase = async <T>(name: string, f: () => Promise<T>): Promise<T> => {
     const t = Date.now();
     try {
@@ -815,26 +932,40 @@ async function main(): Promise<void> {
     agentSource = ['--source', 'kube', '--apiserver', APISERVER_INTERNAL_URL, '--token-file', cp!.agentTokenFile, '--ca-file', cp!.caCert];
     await cp!.apply(lab.nodeObjects());
   });
+  const blocksTotal = todo.length;
+  log(`scales ${opts.scales.join(', ')} Services × ${E} endpoints; ${blocksTotal} blocks: ${todo.map((t) => `${t.dp}@${t.scale}`).join(', ')}`);
   const api = new Api(cp);
-  await phase('base objects', () => api.createAll(baseObjects(), 1));
+  await phase('base objects', async () => {
+    for (const o of baseObjects()) await api.ensure(o);
+  });
   log('lab, control plane and base objects up');
 
   let created = 0; // fillers
-  let blockNo = 0;
+  let blockNo = results.blocks.length;
+  // A kept etcd already holds fillers: only the missing ones are created.
+  const kept = etcdData ? { services: await api.names('Service'), slices: await api.names('EndpointSlice') } : undefined;
+  if (kept) log(`kept objects in ${etcdData}: ${kept.services.size} Services, ${kept.slices.size} EndpointSlices`);
   for (const [si, scale] of opts.scales.entries()) {
+    const order = opts.dataplanes.map((_, i) => opts.dataplanes[(i + si) % opts.dataplanes.length]).filter((dp) => todo.some((t) => t.dp === dp && t.scale === scale));
+    if (order.length === 0) continue;
     const want = scale - BASE_SERVICES;
     if (want > created) {
       const objs: object[] = [];
-      for (let k = created; k < want; k++) objs.push(...filler(k));
+      for (let k = created; k < want; k++) {
+        const [svc, slice] = filler(k);
+        if (!kept?.services.has(`f${k}`)) objs.push(svc);
+        if (!kept?.slices.has(`f${k}-0`)) objs.push(slice);
+      }
       log(`creating ${objs.length} objects (→ ${scale} Services) through the API server`);
       await phase(`create ${scale}`, () => api.createAll(objs, 16, (d) => log(`  ${d}/${objs.length} objects`)));
       created = want;
     }
-    const order = opts.dataplanes.map((_, i) => opts.dataplanes[(i + si) % opts.dataplanes.length]);
     for (const dp of order) {
       const elapsed = (Date.now() - t0Run) / 1000;
-      log(`block ${blockNo + 1}/${blocksTotal}: ${dp} at ${scale} Services (${Math.round(elapsed / 60)} min so far)`);
-      const b: BlockResult = { dataplane: dp, services: scale, endpoints: E, order: blockNo++, startedAt: new Date().toISOString(), notes: [] };
+      const quiet = await waitQuietMachine();
+      log(`block ${todo.findIndex((t) => t.dp === dp && t.scale === scale) + 1}/${blocksTotal}: ${dp} at ${scale} Services (${Math.round(elapsed / 60)} min so far; load ${quiet.load.join(' / ')})`);
+      const b: BlockResult = { dataplane: dp, services: scale, endpoints: E, order: blockNo++, run: runNo, loadAverageAtStart: quiet.load, startedAt: new Date().toISOString(), notes: [] };
+      if (!quiet.quiet) b.notes.push(`the machine was not quiet: load average ${quiet.load[0]} ≥ ${quietLoad} after waiting ${quietWaitMin} min`);
       results.blocks.push(b);
       const tb = Date.now();
       let running: Running | undefined;
@@ -887,7 +1018,9 @@ async function main(): Promise<void> {
   api.close();
   results.maglev = maglevScenario();
   results.finishedAt = new Date().toISOString();
-  results.machine.loadAverageEnd = loadavg().map((x) => +x.toFixed(2));
+  results.runs![runNo].finishedAt = results.finishedAt;
+  results.runs![runNo].machine.loadAverageEnd = loadavg().map((x) => +x.toFixed(2));
+  if (runNo === 0) results.machine.loadAverageEnd = results.runs![0].machine.loadAverageEnd;
   write(dir, results);
   log(`done: ${join(dir, 'report.md')}`);
 }

@@ -37,9 +37,13 @@ export interface BlockResult {
   dataplane: Dataplane;
   services: number;
   endpoints: number;
-  /** Position of this block in the run (0-based). */
+  /** Position of this block in the report (0-based). */
   order: number;
   startedAt: string;
+  /** Which run made it (index into Results.runs); absent in single-run results (run 0). */
+  run?: number;
+  /** The machine's load average when the block started (after waiting for it to be quiet, --quiet-load). */
+  loadAverageAtStart?: number[];
   seconds?: number;
   /** Process start → first complete sync of every object, per node (ms). */
   coldSyncMs?: PerNode;
@@ -134,8 +138,18 @@ export interface Machine {
   loadAverageEnd?: number[];
 }
 
+/** One invocation that added blocks to a report (--resume adds a run each time). */
+export interface RunInfo {
+  command: string;
+  startedAt: string;
+  finishedAt?: string;
+  machine: Machine;
+}
+
 export interface Results {
   version: 1;
+  /** Every run that added blocks, the first one first (absent in single-run results: the top-level fields are that run). */
+  runs?: RunInfo[];
   command: string;
   startedAt: string;
   finishedAt?: string;
@@ -172,4 +186,19 @@ export function quantile(xs: number[], q: number): number {
 
 export function findBlock(r: Results, dp: Dataplane, services: number): BlockResult | undefined {
   return r.blocks.find((b) => b.dataplane === dp && b.services === services);
+}
+
+/** What makes two runs' figures comparable: the same machine, as far as the report can tell. */
+export function machineKey(m: Machine): string {
+  return [m.host, m.cpus, m.cpuModel, m.memoryGiB, m.kernel].join('|');
+}
+
+/** The run a block came from (single-run results: the top-level run). */
+export function runOf(r: Results, b: BlockResult): RunInfo {
+  return r.runs?.[b.run ?? 0] ?? { command: r.command, startedAt: r.startedAt, finishedAt: r.finishedAt, machine: r.machine };
+}
+
+/** Whether a ratio between two blocks means anything: both measured on the same machine. */
+export function comparable(r: Results, a: BlockResult, b: BlockResult): boolean {
+  return machineKey(runOf(r, a).machine) === machineKey(runOf(r, b).machine);
 }

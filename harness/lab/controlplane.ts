@@ -69,6 +69,11 @@ export interface ControlPlaneOptions {
   agentPort: number;
   /** Extra kube-apiserver flags (e.g. --watch-cache=false). */
   apiserverArgs?: string[];
+  /**
+   * etcd's data directory, kept after the lab goes (default: inside the lab's state directory,
+   * removed with it): the benchmark keeps its created objects per scale there (--etcd-dir).
+   */
+  etcdDataDir?: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -188,7 +193,8 @@ export class ControlPlane {
   }
 
   private startEtcd(): void {
-    const data = join(this.dir, 'etcd');
+    const data = this.opts.etcdDataDir ?? join(this.dir, 'etcd');
+    mkdirSync(data, { recursive: true, mode: 0o700 });
     this.pids.etcd = this.lab.spawnIn('', this.ns, [
       this.bins.etcd,
       '--name', 'cp',

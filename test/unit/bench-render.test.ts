@@ -117,3 +117,23 @@ test('charts: well-formed, one line per dataplane and the direct baseline, names
   assertWellFormedSvg(svg, 'escaping');
   assert.ok(svg.includes('a &lt; b &amp; &quot;c&quot;'));
 });
+
+test('blocks from several runs: the report names each block\'s run and load, and computes no ratio across two machines', () => {
+  const r = results([10000]);
+  const other = { ...r.machine, host: 'other', cpus: 8 };
+  r.runs = [
+    { command: r.command, startedAt: r.startedAt, machine: r.machine },
+    { command: `${r.command} --resume x`, startedAt: '2026-01-02T00:00:00.000Z', machine: other },
+  ];
+  const ipt = r.blocks.find((b) => b.dataplane === 'iptables')!;
+  ipt.run = 1;
+  ipt.loadAverageAtStart = [0.42, 0.5, 0.6];
+  const md = renderReport(r)['report.md'];
+  const east = md.slice(md.indexOf('## 1. East-west'), md.indexOf('## 2.'));
+  assert.ok(east.includes('| 10,000 | p50 µs (direct) | 102 (100) | 250 (100) | 150 (100) | other machine | 0.68× |'), east);
+  const rows = goalRows(md);
+  assert.match(rows.find((x) => /at least 1.5×/.test(x))!, /not comparable: the two blocks ran on different machines .*\| not measured \|$/);
+  const blocks = md.slice(md.indexOf('## Blocks'));
+  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*another machine\*\*\) \|/);
+  assert.match(blocks, /\| 2 \| 10,000 \| kube-proxy iptables \| 2 \| 2026-01-01 00:00:00 \| 0\.42 \/ 0\.50 \/ 0\.60 \|/);
+});
