@@ -25,6 +25,7 @@ import { HealthTracker, type AgentHealth } from './health.js';
 
 export { DEFAULT_HEALTH_TIMEOUT_MS, type AgentHealth } from './health.js';
 import { Syncer } from '../dataplane/syncer.js';
+import type { MapSizing } from '../dataplane/sizing.js';
 import { NamesWriter } from './names-writer.js';
 import { ProgrammingLatency } from './latency.js';
 
@@ -57,6 +58,8 @@ export interface AgentDeps {
   reaper?: { reap(gone: SyncResult['gone']): ReapResult };
   /** Why there is no reaper (the kernel lacks bpf_sock_destroy, …), for /v1/status. */
   reaperUnavailable?: string;
+  /** How the preallocated tables were sized (src/dataplane/sizing.ts), for /v1/status. */
+  mapSizing?: MapSizing;
 }
 
 const RETRY_MAX_MS = 30_000;
@@ -90,6 +93,7 @@ export interface AgentStatus {
   northSouth?: NorthSouthStatus;
   /** Pinned maps this agent migrated at start (docs/operations.md, Upgrading). */
   mapMigrations?: MapMigration[];
+  mapSizing?: MapSizing;
   /** health() with times as ISO strings. */
   health?: { healthy: boolean; ready: boolean; reason?: string; lastUpdated?: string; pendingSince?: string; lastError?: string };
 }
@@ -345,6 +349,7 @@ export class Agent {
       }))(this.health()),
       ...(this.d.northSouth ? { northSouth: this.d.northSouth.status() } : {}),
       mapMigrations: migrations,
+      ...(this.d.mapSizing ? { mapSizing: this.d.mapSizing } : {}),
     };
   }
 

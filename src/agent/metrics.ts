@@ -151,6 +151,9 @@ export function datapathMetrics(registry: Registry, d: DatapathMetricsDeps) {
   gauge('switchyard_bpf_map_capacity', 'max_entries per pinned BPF map.', ['map'], (g, r) => {
     for (const s of r.maps) g.set({ map: s.name }, s.capacity);
   });
+  gauge('switchyard_bpf_map_full', '1 while a pinned map is at capacity: a hash map refuses new entries, an LRU table evicts its least recently used.', ['map'], (g, r) => {
+    for (const s of r.maps) if (s.entries !== null) g.set({ map: s.name }, s.full ? 1 : 0);
+  });
 
   // Per-Service-port counters, capped: the first ports seen keep their series
   // while they exist; the rest are summed under service="_other".

@@ -187,7 +187,7 @@ export const driftResponse = {
 
 const mapStat = {
   type: 'object',
-  properties: { name: str, type: str, keySize: int, valueSize: int, capacity: int, entries: { ...nint, description: 'null for arrays (always full)' } },
+  properties: { name: str, type: str, keySize: int, valueSize: int, capacity: int, entries: { ...nint, description: 'null for arrays (always full)' }, full: { type: 'boolean', description: 'at capacity: a hash map refuses new entries, an LRU table evicts the least recently used' } },
 } as const;
 
 const count3 = { type: 'object', properties: { backends: int, tables: int, services: int } } as const;
@@ -278,6 +278,15 @@ export const statusResponse = {
           fromEntries: int, toEntries: int, copied: int, dropped: int, refreshed: int, late: int, converted: bool,
           startedAt: str, finishedAt: str, durationMs: { type: 'number' },
         },
+      },
+    },
+    mapSizing: {
+      type: 'object',
+      description: "how the preallocated tables were sized: a share (ratio) of the node's memory, within floors and caps, unless a flag gave the size (source per table)",
+      properties: {
+        ratio: { type: 'number' }, memTotalBytes: int, budgetBytes: int, bytes: int,
+        sizes: { type: 'object', properties: { ctEntries: int, revnatEntries: int, affinityEntries: int } },
+        source: { type: 'object', properties: { ctEntries: str, revnatEntries: str, affinityEntries: str } },
       },
     },
     health: {

@@ -22,6 +22,7 @@ import { inCluster, loadApiConfig } from '../source/apiconfig.js';
 import type { Source } from '../source/types.js';
 import { findCgroup2Root, resolveCgroup2 } from '../util/sys.js';
 import { packageVersion } from '../util/version.js';
+import { DEFAULT_MAP_SIZE_RATIO, describeSizing, memTotalBytes, sizeMaps } from '../dataplane/sizing.js';
 import { prepareNode } from '../agent/prepare.js';
 import { listenMetrics } from '../agent/metrics-server.js';
 import { datapathMaps } from '../read/maps.js';
@@ -95,8 +96,11 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --node-port-range R     the cluster's NodePort range, reserved for the node's own local ports [30000-32767]
   --iptables-mode M       auto | nft | legacy                                      [auto: whichever the host uses]
   --skip-sysctls          leave ip_forward / send_redirects alone
-  --ct-entries N          flow entries of the tc path per family (two per flow)    [${DEFAULTS.ctEntries}]
-  --revnat-entries N      reverse translations of the socket hooks, per family and protocol [${DEFAULTS.revnatEntries}]
+  --map-dynamic-size-ratio R  share of the node's memory for the preallocated tables below (flows,
+                          reverse translations, affinity); 0 = the fixed sizes in brackets [${DEFAULT_MAP_SIZE_RATIO}]
+  --ct-entries N          flow entries of the tc path per family (two per flow)    [from memory; ${DEFAULTS.ctEntries}]
+  --revnat-entries N      reverse translations of the socket hooks, per family and protocol [from memory; ${DEFAULTS.revnatEntries}]
+  --affinity-entries N    sessionAffinity entries                                  [from memory; ${DEFAULTS.affinityEntries}]
   --udp-socket-destroy on|off  destroy connected UDP sockets whose backend left every Service   [on]
   --maglev-table-size M   Maglev table size, a prime in ${MAGLEV_PRIMES[0]}…${MAGLEV_PRIMES[MAGLEV_PRIMES.length - 1]}   [${DEFAULT_MAGLEV_SIZE}]
   --maglev-fixed          every table has exactly M slots; default sizes each table from its
@@ -147,6 +151,8 @@ const agentOptions = {
   'skip-sysctls': { type: 'boolean' },
   'ct-entries': { type: 'string' },
   'revnat-entries': { type: 'string' },
+  'affinity-entries': { type: 'string' },
+  'map-dynamic-size-ratio': { type: 'string' },
   'udp-socket-destroy': { type: 'string' },
   'maglev-table-size': { type: 'string' },
   'maglev-fixed': { type: 'boolean' },
@@ -269,11 +275,19 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
   if (!npr || Number(npr[1]) < 1 || Number(npr[1]) > Number(npr[2]) || Number(npr[2]) > 65535) {
     throw new Error(`--node-port-range must be a port range such as 30000-32767, got ${JSON.stringify(nodePortRange)}`);
   }
+  const ratio = o['map-dynamic-size-ratio'] === undefined ? DEFAULT_MAP_SIZE_RATIO : Number(o['map-dynamic-size-ratio']);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 0.5) throw new Error(`--map-dynamic-size-ratio must be a share of the node's memory, 0 to 0.5, got ${JSON.stringify(o['map-dynamic-size-ratio'])}`);
+  const flag = (k: 'ct-entries' | 'revnat-entries' | 'affinity-entries') => (o[k] === undefined ? undefined : intOpt(o[k], k, 0));
+  const mapSizing = sizeMaps({
+    ratio,
+    memTotalBytes: ratio > 0 ? memTotalBytes() : 0,
+    flags: { ctEntries: flag('ct-entries'), revnatEntries: flag('revnat-entries'), affinityEntries: flag('affinity-entries') },
+    defaults: DEFAULTS,
+  });
   const sizes = {
     maxServices: intOpt(o['max-services'], 'max-services', DEFAULTS.maxServices),
     maxBackends: intOpt(o['max-backends'], 'max-backends', DEFAULTS.maxBackends),
-    ctEntries: intOpt(o['ct-entries'], 'ct-entries', DEFAULTS.ctEntries),
-    revnatEntries: intOpt(o['revnat-entries'], 'revnat-entries', DEFAULTS.revnatEntries),
+    ...mapSizing.sizes,
   };
   const udpDestroy = o['udp-socket-destroy'] ?? 'on';
   if (udpDestroy !== 'on' && udpDestroy !== 'off') throw new Error(`--udp-socket-destroy must be on or off, got ${JSON.stringify(udpDestroy)}`);
@@ -290,7 +304,7 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
   const backendCap = intOpt(o['metrics-backend-cap'], 'metrics-backend-cap', 1000);
   return {
     nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
-    masqMark, masqPorts, nodePortRange, sizes, udpDestroy: udpDestroy as 'on' | 'off', objDir: o['bpf-objects'], ctLookup: ctLookup as 'auto' | 'off',
+    masqMark, masqPorts, nodePortRange, sizes, mapSizing, udpDestroy: udpDestroy as 'on' | 'off', objDir: o['bpf-objects'], ctLookup: ctLookup as 'auto' | 'off',
     resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
   };
 }
@@ -298,7 +312,7 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
 async function runAgent(o: Opts): Promise<number> {
   const {
     nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
-    masqMark, masqPorts, nodePortRange, sizes, udpDestroy, objDir, ctLookup, resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
+    masqMark, masqPorts, nodePortRange, sizes, mapSizing, udpDestroy, objDir, ctLookup, resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
   } = agentConfig(o);
   // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
   // when the program allocates fast (an event storm); a bounded factor keeps it near the live size.
@@ -309,6 +323,7 @@ async function runAgent(o: Opts): Promise<number> {
   const logger = ringLogger(logRing, { level: o['log-level'] ?? 'info', base: { node: nodeName } });
   const datapath = SocketLbDatapath.load({ bpfRoot, cgroupPath, ...sizes, ...(objDir ? { objectPath: join(objDir, 'sock_lb.o') } : {}) });
   const tc = tcOff ? undefined : TcDatapath.load({ bpfRoot, masqMark, conntrackLookup: ctLookup, objectDir: objDir, ...sizes });
+  logger.info({ mapSizing }, `map sizes: ${describeSizing(mapSizing)}`);
   for (const m of migrations) logger.warn(m, `pinned map ${m.map} migrated (${m.reasons.join('; ')}): ${m.copied} entries ${m.converted ? 'converted' : 'copied'}, ${m.dropped} dropped; the old programs serve until the new ones are attached`);
   if (tc && !tc.conntrackLookup.enabled) logger.warn({ reason: tc.conntrackLookup.reason }, 'tc path without kernel conntrack lookups: replies to other NATs on NodePort ports are protected only by the TCP start rule and local sockets');
   const sizing = { size: maglevSize, auto: !o['maglev-fixed'] };
@@ -345,7 +360,7 @@ async function runAgent(o: Opts): Promise<number> {
   const agent = new Agent({
     nodeName, source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
     names, resyncIntervalMs: resyncSec * 1000, northSouth, health,
-    reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
+    mapSizing, reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
   });
   const maps = datapathMaps(datapath);
   const currentNames = () => resolveNames({ reconciler: () => reconciler.namesView(), pinned: names });

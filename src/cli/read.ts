@@ -292,6 +292,14 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
       }
       if (s.rejected?.length) lines.push(`Rejected:    ${s.rejected.map((r) => `${r.kind} ${r.namespace}/${r.name}: ${r.reason}`).join('\n             ')}`);
     }
+    const ms = s.mapSizing;
+    if (ms?.sizes) {
+      const mib = (n?: number) => ((n ?? 0) / 2 ** 20).toFixed(0);
+      lines.push(
+        `Map sizing:  ${ms.ratio ? `${ms.ratio} of ${mib(ms.memTotalBytes)} MiB = ${mib(ms.budgetBytes)} MiB budget` : 'fixed sizes (--map-dynamic-size-ratio 0)'}; ` +
+          `flows ${ms.sizes.ctEntries} (${ms.source?.ctEntries}), reverse translations ${ms.sizes.revnatEntries} (${ms.source?.revnatEntries}), affinity ${ms.sizes.affinityEntries} (${ms.source?.affinityEntries}); ~${mib(ms.bytes)} MiB preallocated`,
+      );
+    }
     lines.push(`BPF root:    ${s.bpfRoot}`);
     const k = s.kernel;
     if (k) {
@@ -303,7 +311,11 @@ export async function statusCommand(o: InspectOpts): Promise<number> {
     lines.push('', 'Maps:');
     lines.push(
       table(
-        (s.maps ?? []).map((m) => ({ ...m, entries: m.entries ?? '(array)', use: m.entries == null || !m.capacity ? '' : `${((100 * m.entries) / m.capacity).toFixed(1)}%` })),
+        (s.maps ?? []).map((m) => ({
+          ...m,
+          entries: m.entries ?? '(array)',
+          use: m.entries == null || !m.capacity ? '' : `${((100 * m.entries) / m.capacity).toFixed(1)}%${m.full ? (/lru/.test(m.type ?? '') ? ' FULL (evicting)' : ' FULL (refusing new entries)') : ''}`,
+        })),
         ['name', 'type', 'entries', 'capacity', 'use'],
       ),
     );

@@ -145,6 +145,11 @@ export interface MapStat {
   capacity: number;
   /** Live entries; null for plain arrays, whose every slot always exists. */
   entries: number | null;
+  /**
+   * At capacity: a hash map refuses new entries (the reconciler reports which, with the flag that
+   * sizes it); an LRU table evicts its least recently used entries to make room.
+   */
+  full: boolean;
 }
 
 const ALWAYS_FULL = new Set<number>([MapType.ARRAY, MapType.PERCPU_ARRAY]);
@@ -212,7 +217,7 @@ function* mapStatSteps(bpfRoot: string, out: MapStat[]): Generator<void> {
           yield;
         }
       }
-      out.push({ name, type: mapTypeName(info.type), keySize: info.keySize, valueSize: info.valueSize, capacity: info.maxEntries, entries });
+      out.push({ name, type: mapTypeName(info.type), keySize: info.keySize, valueSize: info.valueSize, capacity: info.maxEntries, entries, full: entries !== null && entries >= info.maxEntries });
     } finally {
       native().close(fd);
     }

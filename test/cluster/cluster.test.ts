@@ -17,6 +17,8 @@ import { Cluster } from '../../harness/lab/cluster.js';
 import { LAB_API_NAME } from '../../harness/lab/controlplane.js';
 import { clientObjects, localOnlyObjects, webObjects, WEB_LB_IP, WEB_LOCAL_NODEPORT, WEB_NODEPORT } from '../../harness/lab/workload.js';
 import { repoRoot } from '../../src/bpf/native.js';
+import { DEFAULT_MAP_SIZE_RATIO, memTotalBytes, sizeMaps } from '../../src/dataplane/sizing.js';
+import { DEFAULTS } from '../../src/dataplane/datapath.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { stringify } from 'yaml';
 import { requireLabCapabilities, testPort } from '../lab/capabilities.js';
@@ -175,9 +177,11 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     const original = { ...cm.data };
     const status = (pod: string) =>
       JSON.parse(cluster.kubectl(['-n', 'kube-system', 'exec', pod, '-c', 'agent', '--', 'node', '/opt/switchyard/bin/switchyard.js', 'status', '-o', 'json']));
+    // The agents size the flow tables from the node's memory (this machine's: the nodes share it); the resize doubles that.
+    const sized = sizeMaps({ ratio: DEFAULT_MAP_SIZE_RATIO, memTotalBytes: memTotalBytes(), flags: {}, defaults: DEFAULTS }).sizes.ctEntries;
     for (const [step, data, ct] of [
-      ['resize', { ...original, SWITCHYARD_CT_ENTRIES: '262144', SWITCHYARD_MAX_BACKENDS: '131072' }, 262144],
-      ['back', original, 524288],
+      ['resize', { ...original, SWITCHYARD_CT_ENTRIES: String(2 * sized), SWITCHYARD_MAX_BACKENDS: '131072' }, 2 * sized],
+      ['back', original, sized],
     ] as const) {
       const loops = clientLoops(step, 'n2', '10.0.0.12', 30_000);
       await new Promise((r) => setTimeout(r, 2000));

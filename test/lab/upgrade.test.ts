@@ -8,6 +8,8 @@
  * connected UDP socket keeps asking. Nothing may fail, the open connection
  * keeps its backend, and the maps hold the desired state afterwards.
  */
+import { DEFAULT_MAP_SIZE_RATIO, memTotalBytes, sizeMaps } from '../../src/dataplane/sizing.js';
+import { DEFAULTS } from '../../src/dataplane/datapath.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Lab, defaultSpec } from '../../harness/lab/lab.js';
@@ -116,9 +118,11 @@ describe('upgrades under load: another map layout, a downgrade, other map sizes'
   });
 
   test('other map sizes (--ct-entries, --max-backends): the maps are resized, not refused', async () => {
-    const m = await replaceUnderLoad(['--ct-entries', '262144', '--max-backends', '131072']);
+    // Twice what the agent sized from this machine's memory (src/dataplane/sizing.ts): a real change wherever the test runs.
+    const ct = 2 * sizeMaps({ ratio: DEFAULT_MAP_SIZE_RATIO, memTotalBytes: memTotalBytes(), flags: {}, defaults: DEFAULTS }).sizes.ctEntries;
+    const m = await replaceUnderLoad(['--ct-entries', String(ct), '--max-backends', '131072']);
     assert.deepEqual(Object.keys(m).sort(), ['sy_backend', 'sy_be_stats', 'sy_ct4', 'sy_ct6']);
-    assert.equal(m.sy_ct4.toEntries, 262144);
+    assert.equal(m.sy_ct4.toEntries, ct);
     assert.equal(m.sy_backend.toEntries, 131072);
     assert.equal(m.sy_backend.copied, 6, 'three backends for each of the two ports');
     assert.equal(m.sy_backend.converted, false);

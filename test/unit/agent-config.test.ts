@@ -11,7 +11,14 @@ test('the defaults: kube-proxy\'s ports and sizes, the file or Kubernetes source
   assert.equal(c.healthzAddr, '0.0.0.0:10256');
   assert.deepEqual(c.api, { host: '127.0.0.1', port: 10249 });
   assert.equal(c.nodePortRange, '30000-32767');
-  assert.equal(c.sizes.ctEntries, 524288);
+  // The preallocated tables from the node's memory (src/dataplane/sizing.ts); fixed sizes with ratio 0.
+  assert.equal(c.mapSizing.ratio, 0.0025);
+  assert.ok(c.sizes.ctEntries >= 65536 && c.sizes.ctEntries % 1024 === 0, String(c.sizes.ctEntries));
+  const fixed = agentConfig({ ...base, 'map-dynamic-size-ratio': '0' }, notInCluster);
+  assert.deepEqual([fixed.sizes.ctEntries, fixed.sizes.revnatEntries, fixed.sizes.affinityEntries], [524288, 262144, 262144]);
+  const flagged = agentConfig({ ...base, 'ct-entries': '300000' }, notInCluster);
+  assert.equal(flagged.sizes.ctEntries, 300000);
+  assert.equal(flagged.mapSizing.source.ctEntries, 'flag');
   assert.equal(c.tcOff, false);
   assert.equal(agentConfig({ 'node-name': 'n1' }, () => true).sourceKind, 'kube', 'in a pod: the Kubernetes API');
 });
@@ -28,6 +35,8 @@ test('a bad flag is an error that names it, before anything touches the node', (
     [{ 'maglev-table-size': '1000' }, /--maglev-table-size must be one of/],
     [{ 'tc-conntrack-lookup': 'on' }, /--tc-conntrack-lookup must be auto or off/],
     [{ 'udp-socket-destroy': 'maybe' }, /--udp-socket-destroy must be on or off/],
+    [{ 'map-dynamic-size-ratio': '2' }, /--map-dynamic-size-ratio must be a share of the node's memory/],
+    [{ 'affinity-entries': '-5' }, /--affinity-entries must be a positive integer/],
   ];
   for (const [o, re] of bad) assert.throws(() => agentConfig({ ...base, ...o } as never, notInCluster), re, JSON.stringify(o));
 });

@@ -1,0 +1,89 @@
+/**
+ * Map sizes from the node: the LRU tables that are preallocated whole (the tc
+ * path's flows, the socket hooks' reverse translations, sessionAffinity) get a
+ * share of a budget that is a ratio of the node's memory (as Cilium's
+ * bpf-map-dynamic-size-ratio), with a floor that keeps a small node working
+ * and a cap. A size given by flag wins. The hash maps (services, backends,
+ * external attributes, source ranges, per-backend counters) are not
+ * preallocated (BPF_F_NO_PREALLOC): they cost what they hold.
+ */
+import { readFileSync } from 'node:fs';
+import {
+  affinityKeyCodec, affinityValCodec, ct4KeyCodec, ct4ValCodec, ct6KeyCodec, ct6ValCodec,
+  sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec,
+} from './layout.js';
+
+/** Share of the node's memory for the preallocated tables (Cilium's default ratio). */
+export const DEFAULT_MAP_SIZE_RATIO = 0.0025;
+
+export type SizedTable = 'ctEntries' | 'revnatEntries' | 'affinityEntries';
+
+/** How the budget is split, the fewest entries a table gets, and the most. */
+const TABLES: Record<SizedTable, { share: number; floor: number; cap: number; what: string }> = {
+  ctEntries: { share: 0.5, floor: 65536, cap: 4_194_304, what: 'sy_ct4 + sy_ct6 (tc path flows)' },
+  revnatEntries: { share: 0.4, floor: 65536, cap: 2_097_152, what: 'sy_sock_revnat4/6 + sy_tcp_revnat4/6 (socket hooks)' },
+  affinityEntries: { share: 0.1, floor: 16384, cap: 1_048_576, what: 'sy_affinity (sessionAffinity)' },
+};
+
+const round8 = (n: number) => Math.ceil(n / 8) * 8;
+/** A preallocated LRU hash element: the kernel's htab_elem (hash and LRU nodes, hash: 48 bytes) + key + value. */
+const elem = (k: { size: number }, v: { size: number }) => 48 + round8(k.size) + round8(v.size);
+
+/** Bytes one entry count costs across the maps a size applies to (ctEntries sizes both families' maps, …). */
+export const BYTES_PER_ENTRY: Record<SizedTable, number> = {
+  ctEntries: elem(ct4KeyCodec, ct4ValCodec) + elem(ct6KeyCodec, ct6ValCodec),
+  revnatEntries: 2 * elem(sockRevnat4KeyCodec, sockRevnat4ValCodec) + 2 * elem(sockRevnat6KeyCodec, sockRevnat6ValCodec),
+  affinityEntries: elem(affinityKeyCodec, affinityValCodec),
+};
+
+export interface MapSizing {
+  /** The ratio used (0: sizing from memory off). */
+  ratio: number;
+  memTotalBytes: number;
+  budgetBytes: number;
+  sizes: Record<SizedTable, number>;
+  /** Where each size came from. */
+  source: Record<SizedTable, 'flag' | 'memory' | 'floor' | 'cap' | 'default'>;
+  /** Bytes the preallocated tables take at these sizes (estimate: elements only). */
+  bytes: number;
+}
+
+/** The node's memory (MemTotal of /proc/meminfo: the host's, also in a container). */
+export function memTotalBytes(meminfo = '/proc/meminfo'): number {
+  const m = /^MemTotal:\s+(\d+)\s+kB/m.exec(readFileSync(meminfo, 'utf8'));
+  if (!m) throw new Error(`${meminfo}: no MemTotal line`);
+  return Number(m[1]) * 1024;
+}
+
+/**
+ * The sizes of the preallocated tables: a flag's value, else the table's share of ratio × memory
+ * (rounded down to a multiple of 1024, within its floor and cap), else (ratio 0) `defaults`.
+ */
+export function sizeMaps(o: { ratio: number; memTotalBytes: number; flags: Partial<Record<SizedTable, number>>; defaults: Record<SizedTable, number> }): MapSizing {
+  const budgetBytes = Math.floor(o.ratio * o.memTotalBytes);
+  const sizes = {} as Record<SizedTable, number>;
+  const source = {} as MapSizing['source'];
+  for (const [k, t] of Object.entries(TABLES) as [SizedTable, (typeof TABLES)[SizedTable]][]) {
+    const flag = o.flags[k];
+    if (flag !== undefined) {
+      sizes[k] = flag;
+      source[k] = 'flag';
+    } else if (o.ratio <= 0) {
+      sizes[k] = o.defaults[k];
+      source[k] = 'default';
+    } else {
+      const n = Math.floor((budgetBytes * t.share) / BYTES_PER_ENTRY[k] / 1024) * 1024;
+      sizes[k] = Math.min(t.cap, Math.max(t.floor, n));
+      source[k] = n < t.floor ? 'floor' : n > t.cap ? 'cap' : 'memory';
+    }
+  }
+  const bytes = (Object.keys(TABLES) as SizedTable[]).reduce((a, k) => a + sizes[k] * BYTES_PER_ENTRY[k], 0);
+  return { ratio: o.ratio, memTotalBytes: o.memTotalBytes, budgetBytes, sizes, source, bytes };
+}
+
+/** One line per table for the log and `--help`. */
+export function describeSizing(s: MapSizing): string {
+  return (Object.keys(TABLES) as SizedTable[])
+    .map((k) => `${TABLES[k].what}: ${s.sizes[k].toLocaleString('en-US')} (${s.source[k]}, ${((s.sizes[k] * BYTES_PER_ENTRY[k]) / 2 ** 20).toFixed(1)} MiB)`)
+    .join('; ');
+}
