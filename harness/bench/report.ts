@@ -329,13 +329,15 @@ class Api {
    */
   async ensure(o: any): Promise<any> {
     const base = o.kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    // Read first: a create of a Service whose ClusterIP is taken (by itself) fails validation (422) before any name conflict.
+    let cur: any;
     try {
-      return await this.call('POST', base, o);
+      cur = await this.call('GET', `${base}/${o.metadata.name}`);
     } catch (e) {
-      if (!/ HTTP 409:/.test((e as Error).message)) throw e;
-      const cur = await this.call('GET', `${base}/${o.metadata.name}`);
-      return this.call('PUT', `${base}/${o.metadata.name}`, { ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata.resourceVersion } });
+      if (!/ HTTP 404:/.test((e as Error).message)) throw e;
+      return this.call('POST', base, o);
     }
+    return this.call('PUT', `${base}/${o.metadata.name}`, { ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata.resourceVersion } });
   }
   /** Names of the default namespace's Services or EndpointSlices (a kept etcd's objects), listed in pages; records their newest resourceVersion. */
   async names(kind: 'Service' | 'EndpointSlice'): Promise<Set<string>> {

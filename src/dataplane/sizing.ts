@@ -19,22 +19,34 @@ export const DEFAULT_MAP_SIZE_RATIO = 0.0025;
 export type SizedTable = 'ctEntries' | 'revnatEntries' | 'affinityEntries';
 
 /** How the budget is split, the fewest entries a table gets, and the most. */
-const TABLES: Record<SizedTable, { share: number; floor: number; cap: number; what: string }> = {
-  ctEntries: { share: 0.5, floor: 65536, cap: 4_194_304, what: 'sy_ct4 + sy_ct6 (tc path flows)' },
-  revnatEntries: { share: 0.4, floor: 65536, cap: 2_097_152, what: 'sy_sock_revnat4/6 + sy_tcp_revnat4/6 (socket hooks)' },
-  affinityEntries: { share: 0.1, floor: 16384, cap: 1_048_576, what: 'sy_affinity (sessionAffinity)' },
+const TABLES: Record<SizedTable, { share: number; floor: number; cap: number; maps: number; what: string }> = {
+  ctEntries: { share: 0.4, floor: 65536, cap: 4_194_304, maps: 2, what: 'sy_ct4 + sy_ct6 (tc path flows)' },
+  revnatEntries: { share: 0.5, floor: 65536, cap: 2_097_152, maps: 4, what: 'sy_sock_revnat4/6 + sy_tcp_revnat4/6 (socket hooks)' },
+  affinityEntries: { share: 0.1, floor: 16384, cap: 1_048_576, maps: 1, what: 'sy_affinity (sessionAffinity)' },
 };
 
 const round8 = (n: number) => Math.ceil(n / 8) * 8;
 /** A preallocated LRU hash element: the kernel's htab_elem (hash and LRU nodes, hash: 48 bytes) + key + value. */
 const elem = (k: { size: number }, v: { size: number }) => 48 + round8(k.size) + round8(v.size);
 
-/** Bytes one entry count costs across the maps a size applies to (ctEntries sizes both families' maps, …). */
+/** Element bytes one entry count costs across the maps a size applies to (ctEntries sizes both families' maps, …). */
 export const BYTES_PER_ENTRY: Record<SizedTable, number> = {
   ctEntries: elem(ct4KeyCodec, ct4ValCodec) + elem(ct6KeyCodec, ct6ValCodec),
   revnatEntries: 2 * elem(sockRevnat4KeyCodec, sockRevnat4ValCodec) + 2 * elem(sockRevnat6KeyCodec, sockRevnat6ValCodec),
   affinityEntries: elem(affinityKeyCodec, affinityValCodec),
 };
+
+/** A hash map's bucket (an hlist_nulls head and its lock, padded). */
+const BUCKET_BYTES = 16;
+const pow2ceil = (n: number) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+
+/**
+ * What `entries` of a table cost in the kernel, as it accounts a preallocated hash map (bpftool's
+ * memlock): every element, plus a bucket per power of two at or above the entry count, per map.
+ */
+export function tableBytes(k: SizedTable, entries: number): number {
+  return entries * BYTES_PER_ENTRY[k] + TABLES[k].maps * BUCKET_BYTES * pow2ceil(entries);
+}
 
 export interface MapSizing {
   /** The ratio used (0: sizing from memory off). */
@@ -44,7 +56,7 @@ export interface MapSizing {
   sizes: Record<SizedTable, number>;
   /** Where each size came from. */
   source: Record<SizedTable, 'flag' | 'memory' | 'floor' | 'cap' | 'default'>;
-  /** Bytes the preallocated tables take at these sizes (estimate: elements only). */
+  /** Bytes the preallocated tables take at these sizes, as the kernel accounts them (elements and buckets). */
   bytes: number;
 }
 
@@ -72,18 +84,21 @@ export function sizeMaps(o: { ratio: number; memTotalBytes: number; flags: Parti
       sizes[k] = o.defaults[k];
       source[k] = 'default';
     } else {
-      const n = Math.floor((budgetBytes * t.share) / BYTES_PER_ENTRY[k] / 1024) * 1024;
+      // The most entries (a multiple of 1,024) whose elements and buckets fit the table's share.
+      const share = budgetBytes * t.share;
+      let n = Math.floor(share / BYTES_PER_ENTRY[k] / 1024) * 1024;
+      while (n > 0 && tableBytes(k, n) > share) n -= 1024;
       sizes[k] = Math.min(t.cap, Math.max(t.floor, n));
       source[k] = n < t.floor ? 'floor' : n > t.cap ? 'cap' : 'memory';
     }
   }
-  const bytes = (Object.keys(TABLES) as SizedTable[]).reduce((a, k) => a + sizes[k] * BYTES_PER_ENTRY[k], 0);
+  const bytes = (Object.keys(TABLES) as SizedTable[]).reduce((a, k) => a + tableBytes(k, sizes[k]), 0);
   return { ratio: o.ratio, memTotalBytes: o.memTotalBytes, budgetBytes, sizes, source, bytes };
 }
 
 /** One line per table for the log and `--help`. */
 export function describeSizing(s: MapSizing): string {
   return (Object.keys(TABLES) as SizedTable[])
-    .map((k) => `${TABLES[k].what}: ${s.sizes[k].toLocaleString('en-US')} (${s.source[k]}, ${((s.sizes[k] * BYTES_PER_ENTRY[k]) / 2 ** 20).toFixed(1)} MiB)`)
+    .map((k) => `${TABLES[k].what}: ${s.sizes[k].toLocaleString('en-US')} (${s.source[k]}, ${(tableBytes(k, s.sizes[k]) / 2 ** 20).toFixed(1)} MiB)`)
     .join('; ');
 }

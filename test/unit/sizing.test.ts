@@ -12,7 +12,7 @@ test('a 24 GiB node: the budget (0.25 % of memory) split between flows, reverse 
   assert.equal(s.budgetBytes, Math.floor(0.0025 * 24 * GiB));
   assert.deepEqual(s.source, { ctEntries: 'memory', revnatEntries: 'memory', affinityEntries: 'memory' });
   for (const k of ['ctEntries', 'revnatEntries', 'affinityEntries'] as const) assert.equal(s.sizes[k] % 1024, 0);
-  assert.ok(s.bytes <= s.budgetBytes && s.bytes > 0.95 * s.budgetBytes, `${s.bytes} of ${s.budgetBytes}`);
+  assert.ok(s.bytes <= s.budgetBytes && s.bytes > 0.85 * s.budgetBytes, `${s.bytes} of ${s.budgetBytes}`);
   // Far less than the fixed sizes (which take ~230 MiB whatever the node).
   const fixed = size(24, {}, 0);
   assert.ok(s.bytes < fixed.bytes / 3, `${s.bytes} vs ${fixed.bytes}`);
