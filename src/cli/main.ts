@@ -22,6 +22,7 @@ import { inCluster, loadApiConfig } from '../source/apiconfig.js';
 import type { Source } from '../source/types.js';
 import { findCgroup2Root, resolveCgroup2 } from '../util/sys.js';
 import { packageVersion } from '../util/version.js';
+import { FLOW_OPTIONS } from './options.js';
 import { DEFAULT_MAP_SIZE_RATIO, describeSizing, memTotalBytes, sizeMaps } from '../dataplane/sizing.js';
 import { prepareNode } from '../agent/prepare.js';
 import { listenMetrics } from '../agent/metrics-server.js';
@@ -179,12 +180,7 @@ const agentOptions = {
   help: { type: 'boolean', short: 'h' },
   output: { type: 'string', short: 'o' },
   prefix: { type: 'string' },
-  probe: { type: 'boolean' },
-  from: { type: 'string' },
-  to: { type: 'string' },
-  proto: { type: 'string' },
-  'node-client': { type: 'boolean' },
-  cookie: { type: 'string' },
+  ...FLOW_OPTIONS,
   problems: { type: 'boolean' },
 } as const;
 

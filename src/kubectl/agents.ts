@@ -145,21 +145,21 @@ export class Cluster {
     }
   }
 
-  async allServices(): Promise<{ items: V1Service[]; resourceVersion?: string }> {
-    try {
-      const l = await this.core.listServiceForAllNamespaces();
-      return { items: l.items, resourceVersion: l.metadata?.resourceVersion };
-    } catch (e) {
-      throw explainApiError(e, 'list', 'services');
-    }
+  /** Every Service of the cluster. */
+  allServices(): Promise<{ items: V1Service[] }> {
+    return this.listAll('services', () => this.core.listServiceForAllNamespaces());
   }
 
-  async allEndpointSlices(): Promise<{ items: V1EndpointSlice[]; resourceVersion?: string }> {
+  /** Every EndpointSlice of the cluster. */
+  allEndpointSlices(): Promise<{ items: V1EndpointSlice[] }> {
+    return this.listAll('endpointslices.discovery.k8s.io', () => this.discovery.listEndpointSliceForAllNamespaces());
+  }
+
+  private async listAll<T>(resource: string, list: () => Promise<{ items: T[] }>): Promise<{ items: T[] }> {
     try {
-      const l = await this.discovery.listEndpointSliceForAllNamespaces();
-      return { items: l.items, resourceVersion: l.metadata?.resourceVersion };
+      return { items: (await list()).items };
     } catch (e) {
-      throw explainApiError(e, 'list', 'endpointslices.discovery.k8s.io');
+      throw explainApiError(e, 'list', resource);
     }
   }
 

@@ -11,6 +11,7 @@ import { renderExplain, renderTrace, human } from '../diagnose/render.js';
 import { SNAPSHOT_FILES, SnapshotCollector, collectFromAgent, writeArchive } from '../diagnose/snapshot.js';
 import { PAGE_LIMIT_MAX } from '../read/tables.js';
 import { table } from '../cli/read.js';
+import { FLOW_OPTIONS } from '../cli/options.js';
 import { hostPort } from '../read/entries.js';
 import { packageVersion } from '../util/version.js';
 import { Cluster, DEFAULT_AGENT_NAMESPACE, Forbidden } from './agents.js';
@@ -53,12 +54,7 @@ const OPTIONS = {
   output: { type: 'string', short: 'o' },
   node: { type: 'string' },
   'all-nodes': { type: 'boolean' },
-  probe: { type: 'boolean' },
-  from: { type: 'string' },
-  to: { type: 'string' },
-  proto: { type: 'string' },
-  'node-client': { type: 'boolean' },
-  cookie: { type: 'string' },
+  ...FLOW_OPTIONS,
   help: { type: 'boolean', short: 'h' },
 } as const;
 
