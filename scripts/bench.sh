@@ -8,6 +8,10 @@
 #   bash scripts/bench.sh --quick         small scales, short durations (what CI runs)
 #   bash scripts/bench.sh --scales 100,10000 --dataplanes switchyard,iptables …
 #   bash scripts/bench.sh --micro         the older single-purpose benchmarks instead (below)
+#   bash scripts/bench.sh --out R --scales 1000 --etcd-dir /var/cache/switchyard/bench-etcd
+#   bash scripts/bench.sh --resume R --scales 50000 --etcd-dir /var/cache/switchyard/bench-etcd
+#                                         blocks that survive a stop: each run adds what R lacks,
+#                                         objects kept per scale (docs/benchmarks.md)
 #
 # Writes harness/bench/results/<date>-<host>/report.md, results.json and SVG charts (or --out DIR),
 # prints progress with the elapsed time; method and options in docs/benchmarks.md.
