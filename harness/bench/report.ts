@@ -267,6 +267,9 @@ function baseObjects(): object[] {
   ];
 }
 
+/** The default namespace's collection of Services or EndpointSlices in the API. */
+const collectionPath = (kind: string) => (kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices');
+
 /** A keep-alive HTTPS client for the admin user (bulk creation and churn are thousands of requests). */
 class Api {
   private agent: https.Agent;
@@ -310,7 +313,7 @@ class Api {
    * had in fact landed (409) reads the object instead.
    */
   async create(o: any): Promise<any> {
-    const base = o.kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    const base = collectionPath(o.kind);
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.call('POST', base, o);
@@ -328,7 +331,7 @@ class Api {
    * switched to the other pod): created, or replaced when it exists.
    */
   async ensure(o: any): Promise<any> {
-    const base = o.kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    const base = collectionPath(o.kind);
     // Read first: a create of a Service whose ClusterIP is taken (by itself) fails validation (422) before any name conflict.
     let cur: any;
     try {
@@ -341,7 +344,7 @@ class Api {
   }
   /** Names of the default namespace's Services or EndpointSlices (a kept etcd's objects), listed in pages; records their newest resourceVersion. */
   async names(kind: 'Service' | 'EndpointSlice'): Promise<Set<string>> {
-    const base = kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
+    const base = collectionPath(kind);
     const k = kind === 'Service' ? 'services' : 'endpointslices';
     const out = new Set<string>();
     let token = '';

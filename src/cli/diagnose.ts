@@ -5,7 +5,6 @@
  * `--kubeconfig FILE` or `--apiserver URL`) and else explains what the maps
  * alone say.
  */
-import { stringify } from 'yaml';
 import { resolveNames } from '../read/entries.js';
 import { openPinnedMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
@@ -25,7 +24,7 @@ import { KubeSource } from '../source/kube.js';
 import { loadApiConfig } from '../source/apiconfig.js';
 import { readOnce } from '../source/types.js';
 import { findCgroup2Root } from '../util/sys.js';
-import { apiGet, table, type InspectOpts } from './read.js';
+import { apiGet, print, table, type InspectOpts } from './read.js';
 
 export interface DiagnoseOpts extends InspectOpts {
   source?: string;
@@ -52,12 +51,6 @@ function outputOf(o: InspectOpts): Out {
   if (v === 'wide') return 'table';
   if (v !== 'table' && v !== 'json' && v !== 'yaml') throw new Error(`-o ${v}: want table, json or yaml`);
   return v;
-}
-
-function print(out: Out, data: unknown, asTable: () => string): void {
-  if (out === 'json') console.log(JSON.stringify(data, null, 2));
-  else if (out === 'yaml') process.stdout.write(stringify(data));
-  else console.log(asTable());
 }
 
 /**

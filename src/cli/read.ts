@@ -11,8 +11,8 @@
 import http from 'node:http';
 import type { DriftResponse, StatusResponse } from '../api/contract.js';
 import { stringify } from 'yaml';
-import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames, type BackendEntry, type MaglevEntry, type ServiceEntry } from '../read/entries.js';
-import { mapStats, openPinnedMaps } from '../read/maps.js';
+import { hostPort, listBackends, listServices, maglevOf, parseSvcRef, resolveNames, type BackendEntry, type MaglevEntry, type Names, type ServiceEntry, type ServiceQuery } from '../read/entries.js';
+import { mapStats, openPinnedMaps, type InspectMaps } from '../read/maps.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { listAffinity, listFlows, type Page, type PageQuery } from '../read/tables.js';
 import { pinnedLinks, probeFeatures } from '../dataplane/features.js';
@@ -103,7 +103,8 @@ export function table(rows: Record<string, unknown>[], cols: string[]): string {
   return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
 }
 
-function print(out: Out, data: unknown, asTable: () => string): void {
+/** JSON, YAML, or the table for a person (`asTable` is only called then). */
+export function print(out: string, data: unknown, asTable: () => string): void {
   if (out === 'json') console.log(JSON.stringify(data, null, 2));
   else if (out === 'yaml') process.stdout.write(stringify(data));
   else console.log(asTable());
@@ -159,14 +160,19 @@ async function pages<T>(o: InspectOpts, path: string, read: (q: PageQuery) => Pa
   }
 }
 
+/** Every entry of a list, from the pins (--bpf-root) or from the agent's API (every page). */
+async function entries<T>(o: InspectOpts, path: string, fromPins: (maps: InspectMaps, names: Names, q: ServiceQuery) => T[]): Promise<T[]> {
+  const q = query(o, false);
+  if (o['bpf-root']) return direct(o['bpf-root'], ({ maps, names }) => fromPins(maps, names, { ...q, raw: o.raw }));
+  return (await apiGetAll<T>(o['api-addr'], `${path}${qs(q)}`)).items;
+}
+
 export async function mapsCommand(what: string | undefined, arg: string | undefined, o: InspectOpts): Promise<number> {
   const out = outputOf(o);
   const root = o['bpf-root'];
   switch (what) {
     case 'services': {
-      const items = root
-        ? direct(root, ({ maps, names }) => listServices(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGetAll<ServiceEntry>(o['api-addr'], `/v1/services${qs(query(o, false))}`)).items;
+      const items = await entries<ServiceEntry>(o, '/v1/services', listServices);
       print(out, { items }, () =>
         table(
           items.map((s) => ({
@@ -185,9 +191,7 @@ export async function mapsCommand(what: string | undefined, arg: string | undefi
       return 0;
     }
     case 'backends': {
-      const items = root
-        ? direct(root, ({ maps, names }) => listBackends(maps, names, { ...query(o, false), raw: o.raw }))
-        : (await apiGetAll<BackendEntry>(o['api-addr'], `/v1/backends${qs(query(o, false))}`)).items;
+      const items = await entries<BackendEntry>(o, '/v1/backends', listBackends);
       print(out, { items }, () =>
         table(
           items.map((b) => ({

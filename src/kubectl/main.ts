@@ -5,12 +5,11 @@
  * command asks and merges is in commands.ts.
  */
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
 import { parseServiceRef } from '../diagnose/diagnose.js';
 import { renderExplain, renderTrace, human } from '../diagnose/render.js';
 import { SNAPSHOT_FILES, SnapshotCollector, collectFromAgent, writeArchive } from '../diagnose/snapshot.js';
 import { PAGE_LIMIT_MAX } from '../read/tables.js';
-import { table } from '../cli/read.js';
+import { print, table } from '../cli/read.js';
 import { FLOW_OPTIONS } from '../cli/options.js';
 import { hostPort } from '../read/entries.js';
 import { packageVersion } from '../util/version.js';
@@ -70,12 +69,6 @@ const COMMAND_OPTIONS: Record<string, readonly string[]> = {
 const COMMON = ['kubeconfig', 'context', 'namespace', 'output', 'help'];
 
 type Out = 'table' | 'json' | 'yaml';
-
-function print(out: Out, data: unknown, asTable: () => string): void {
-  if (out === 'json') console.log(JSON.stringify(data, null, 2));
-  else if (out === 'yaml') process.stdout.write(stringify(data));
-  else console.log(asTable());
-}
 
 export async function main(argv: string[]): Promise<number> {
   const { values: o, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
