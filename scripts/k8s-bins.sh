@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components used by the lab cluster, the tests and the
 # benchmarks (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-# kubectl, kube-proxy, etcd, CoreDNS, the upstream e2e tests of sig-network (e2e.test from
+# kubectl, kube-proxy, kubeadm (the kind node image), etcd, CoreDNS, the upstream e2e tests of sig-network (e2e.test from
 # harness/k8s/e2e, the ginkgo runner) and the images' programs they need (agnhost, boom-server)) from their Go modules, pinned in harness/k8s/go.mod,
 # harness/k8s/etcd/go.mod and harness/k8s/coredns/go.mod, into a cache keyed by version.
 # Skips what is already there.
@@ -19,7 +19,7 @@ COREDNS_VERSION=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit } $2 
 CACHE_ROOT=${SY_K8S_CACHE:-/var/cache/switchyard/k8s}
 OUT="$CACHE_ROOT/$KUBE_VERSION-etcd-$ETCD_VERSION"
 
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy agnhost boom-server e2e.test ginkgo etcd coredns)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy kubeadm agnhost boom-server e2e.test ginkgo etcd coredns)
 have_all=1
 for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || have_all=0; done
 if [ "$have_all" = 1 ]; then
@@ -44,7 +44,7 @@ build() { # out-name module-dir package ldflags
   fi
 }
 build kube-apiserver . k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-for c in kube-controller-manager kube-scheduler kubelet kubectl kube-proxy; do
+for c in kube-controller-manager kube-scheduler kubelet kubectl kube-proxy kubeadm; do
   build "$c" . "k8s.io/kubernetes/cmd/$c" "$kube_ldflags"
 done
 build agnhost . k8s.io/kubernetes/test/images/agnhost "-s -w"
