@@ -242,6 +242,9 @@ cni() {
   ]
 }
 EOF
+    # As kubeadm asks (its preflight, which kind skips): bridged pod traffic through the node's netfilter.
+    podman exec "$n" sh -c 'modprobe br_netfilter 2>/dev/null; sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1' \
+      || log "$n: net.bridge.bridge-nf-call-iptables not set (no br_netfilter)"
     for m in $nodes; do
       [ "$m" = "$n" ] && continue
       ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$m")

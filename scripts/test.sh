@@ -3,7 +3,8 @@
 # tc programs, the lab tests (real BPF, real sockets, real network namespaces), then the
 # north-south differential test against the real kube-proxy, then the lab cluster test
 # (kubelet nodes, switchyard as a DaemonSet from its image; binaries and images built by
-# setup.sh --cluster; needs root).
+# setup.sh --cluster; needs root), then kind (scripts/kind.sh: a kind cluster of node
+# containers on this machine, switchyard installed as docs/kind.md says).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --cluster
@@ -32,3 +33,6 @@ suite bpf --test-concurrency=1 dist/test/bpf/*.test.js
 suite lab --test-concurrency=1 dist/test/lab/*.test.js
 suite diff --test-concurrency=1 dist/test/diff/*.test.js
 suite cluster --test-concurrency=1 dist/test/cluster/*.test.js
+# kind: scripts/kind.sh builds kind, a node image and a cluster (podman as kind's engine), then
+# switchyard is installed as docs/kind.md says; the upstream [Conformance] specs run against it.
+suite kind --test-concurrency=1 dist/test/kind/*.test.js

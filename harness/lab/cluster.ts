@@ -11,7 +11,7 @@
  * containerd; CoreDNS runs as the usual kube-dns Deployment; switchyard is
  * installed from deploy/ (the lab overlay) with kubectl, as a user would.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
@@ -19,6 +19,7 @@ import { repoRoot } from '../../src/bpf/native.js';
 import { ensureBpffs, findCgroup2Root, sh } from '../../src/util/sys.js';
 import { ControlPlane } from './controlplane.js';
 import { KubeletNode, podCidr, podCidr6 } from './kubelet.js';
+import { Kube } from './kube.js';
 import { Lab, defaultSpec, nodeIp, nodeIp6, type LabSpec } from './lab.js';
 
 /** The lab's nodes and external client; pods come from the kubelets instead of the lab. */
@@ -76,7 +77,7 @@ export function buildImages(only?: string[]): ImageSet {
   };
 }
 
-export class Cluster {
+export class Cluster extends Kube {
   readonly lab: Lab;
   readonly cp: ControlPlane;
   readonly nodes: KubeletNode[];
@@ -85,8 +86,11 @@ export class Cluster {
   images?: ImageSet;
 
   constructor(readonly opts: ClusterOptions) {
-    this.lab = new Lab(clusterSpec(opts.prefix, opts.nodes, opts.zones));
-    this.cp = new ControlPlane(this.lab, { adminPort: opts.adminPort, agentPort: opts.agentPort });
+    const lab = new Lab(clusterSpec(opts.prefix, opts.nodes, opts.zones));
+    const cp = new ControlPlane(lab, { adminPort: opts.adminPort, agentPort: opts.agentPort });
+    super(cp.bins.kubectl, cp.adminKubeconfig);
+    this.lab = lab;
+    this.cp = cp;
     this.nodes = this.lab.spec.nodes.map((n) => new KubeletNode(this.lab, this.cp, n));
     this.log = opts.log ?? ((m) => process.stderr.write(`cluster: ${m}\n`));
   }
@@ -151,26 +155,6 @@ export class Cluster {
     for (const m of ['/sys/fs/bpf', findCgroup2Root()]) sh('mount', ['--make-shared', m]);
   }
 
-  /** kubectl as the lab's admin. Throws with stderr on failure. */
-  kubectl(args: string[], opts: { input?: string; timeoutMs?: number } = {}): string {
-    try {
-      return execFileSync(this.cp.bins.kubectl, ['--kubeconfig', this.cp.adminKubeconfig, ...args], {
-        encoding: 'utf8',
-        input: opts.input,
-        timeout: opts.timeoutMs ?? 120_000,
-        stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-        maxBuffer: 64 * 1024 * 1024,
-      });
-    } catch (e) {
-      const err = e as { stderr?: string; stdout?: string; message: string };
-      throw new Error(`kubectl ${args.join(' ')}: ${err.stderr?.trim() || err.message}`);
-    }
-  }
-
-  kubectlJson<T = any>(args: string[]): T {
-    return JSON.parse(this.kubectl([...args, '-o', 'json'])) as T;
-  }
-
   private async waitNodesRegistered(timeoutMs = 120_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     let last = '';
@@ -186,32 +170,6 @@ export class Cluster {
       await sleep(500);
     }
     throw new Error(`nodes not registered after ${timeoutMs / 1000} s (${last})\n${this.lab.readLog('kubelet-n1.log')}`);
-  }
-
-  /** Waits until every node reports Ready (CNI configured, runtime up). */
-  async waitNodesReady(timeoutMs = 120_000): Promise<void> {
-    await this.waitFor('nodes Ready', timeoutMs, () => {
-      const items = this.kubectlJson<{ items: { metadata: { name: string }; status: { conditions: { type: string; status: string }[] } }[] }>(['get', 'nodes']).items;
-      const notReady = items.filter((n) => !n.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True')).map((n) => n.metadata.name);
-      return notReady.length === 0 && items.length === this.nodes.length ? true : `not Ready: ${notReady.join(', ')}`;
-    });
-  }
-
-  /** Polls `check` (true, or a string saying what is missing) until true or the deadline. */
-  async waitFor(what: string, timeoutMs: number, check: () => true | string | Promise<true | string>): Promise<number> {
-    const t0 = Date.now();
-    let last = '';
-    while (Date.now() - t0 < timeoutMs) {
-      try {
-        const r = await check();
-        if (r === true) return Date.now() - t0;
-        last = r;
-      } catch (e) {
-        last = (e as Error).message;
-      }
-      await sleep(500);
-    }
-    throw new Error(`${what}: not after ${timeoutMs / 1000} s (${last})`);
   }
 
   /**
@@ -298,43 +256,8 @@ patches:
   async deploySwitchyard(timeoutMs = 180_000): Promise<number> {
     const t0 = Date.now();
     this.kubectl(['apply', '-k', this.writeKustomization()]);
-    await this.waitDaemonSetReady(timeoutMs);
+    await this.waitDaemonSetReady(this.nodes.length, timeoutMs);
     return Date.now() - t0;
-  }
-
-  async waitDaemonSetReady(timeoutMs = 180_000): Promise<number> {
-    return this.waitFor('DaemonSet switchyard ready on every node', timeoutMs, () => {
-      const ds = this.kubectlJson<any>(['-n', 'kube-system', 'get', 'ds', 'switchyard']);
-      const s = ds.status ?? {};
-      const want = this.nodes.length;
-      if (s.observedGeneration === ds.metadata.generation && s.desiredNumberScheduled === want && s.updatedNumberScheduled === want && s.numberReady === want && (s.numberUnavailable ?? 0) === 0) return true;
-      return `desired ${s.desiredNumberScheduled} updated ${s.updatedNumberScheduled} ready ${s.numberReady}`;
-    });
-  }
-
-  /** Waits for a Deployment's replicas to be available. */
-  async waitDeployment(ns: string, name: string, timeoutMs = 120_000): Promise<number> {
-    return this.waitFor(`deployment ${ns}/${name} available`, timeoutMs, () => {
-      const d = this.kubectlJson<any>(['-n', ns, 'get', 'deployment', name]);
-      const want = d.spec.replicas ?? 1;
-      return d.status?.observedGeneration === d.metadata.generation && d.status?.availableReplicas === want && d.status?.updatedReplicas === want ? true : `available ${d.status?.availableReplicas ?? 0}/${want}`;
-    });
-  }
-
-  /** Runs a command in a pod's container (kubectl exec); returns stdout. */
-  exec(ns: string, pod: string, cmd: string[], timeoutMs = 60_000): string {
-    return this.kubectl(['-n', ns, 'exec', pod, '--', ...cmd], { timeoutMs });
-  }
-
-  /** Starts a long-running kubectl exec (e.g. a client loop); resolves with its stdout when it ends. */
-  execStream(ns: string, pod: string, cmd: string[]): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; kill: () => void } {
-    const child = spawn(this.cp.bins.kubectl, ['--kubeconfig', this.cp.adminKubeconfig, '-n', ns, 'exec', pod, '--', ...cmd], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-    return { done, kill: () => child.kill('SIGKILL') };
   }
 
   async down(): Promise<void> {

@@ -97,7 +97,7 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
       // As kubeadm requires and kind sets: bridged pod traffic goes through the node's netfilter.
       execFileSync('ip', ['netns', 'exec', cluster.lab.ns(n.node.name), 'sysctl', '-qw', 'net.bridge.bridge-nf-call-iptables=1', 'net.bridge.bridge-nf-call-ip6tables=1']);
     }
-    await cluster.waitNodesReady();
+    await cluster.waitNodesReady(cluster.nodes.length);
     if (o.proxy === 'switchyard') {
       await cluster.deploySwitchyard();
     } else {
@@ -110,61 +110,93 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     // The runner is a machine outside the cluster: the external namespace, talking to the API server on the fabric.
     const kubeconfig = join(o.outDir, `kubeconfig-${o.proxy}`);
     writeFileSync(kubeconfig, readFileSync(cluster.cp.adminKubeconfig, 'utf8').replace(/server: .*/, `server: ${APISERVER_INTERNAL_URL}`));
-    const report = resolve(o.outDir, `${o.proxy}.json`);
-    const logFile = resolve(o.outDir, `${o.proxy}.log`);
-    const skip = o.skip ?? SKIP.map((s) => s.re).join('|');
-    const args = [
-      `--net=/var/run/netns/${cluster.lab.externalNs()}`,
-      '--',
-      bins.ginkgo,
-      `--procs=${o.procs ?? 4}`,
-      `--focus=${o.focus ?? FULL_FOCUS}`,
-      `--skip=${skip}`,
-      '--no-color',
-      '--timeout=4h',
-      '--poll-progress-after=300s',
-      `--json-report=${report}`,
-      bins.e2eTest,
-      '--',
-      `--kubeconfig=${kubeconfig}`,
-      `--kubectl-path=${bins.kubectl}`,
-      '--provider=skeleton',
-      `--num-nodes=${cluster.nodes.length}`,
-      '--node-os-distro=debian',
-      '--dump-logs-on-failure=false',
-      `--e2e-output-dir=${resolve(o.outDir, 'artifacts')}`,
-    ];
-    log(`running ginkgo (${o.procs ?? 4} processes), log in ${logFile}`);
-    const t1 = Date.now();
-    const out = createWriteStream(logFile);
-    const exitCode = await new Promise<number | null>((res, rej) => {
-      const child = spawn('nsenter', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${bins.dir}:${process.env.PATH}` } });
-      child.stdout.pipe(out);
-      child.stderr.pipe(out);
-      child.on('error', rej);
-      child.on('close', (code) => res(code));
-    });
-    out.end();
-    const wallMs = Date.now() - t1;
-    log(`ginkgo exited ${exitCode} after ${(wallMs / 1000).toFixed(0)} s`);
-    if (!existsSync(report)) throw new Error(`ginkgo wrote no report (exit ${exitCode}); see ${logFile}`);
-    return { report, logFile, exitCode, wallMs, setupMs };
+    const r = await runGinkgo({ ...o, name: o.proxy, kubeconfig, numNodes: cluster.nodes.length, netns: cluster.lab.externalNs(), log });
+    return { ...r, setupMs };
   } finally {
     await cluster.down();
   }
+}
+
+export interface GinkgoOptions {
+  /** Names the report (<outDir>/<name>.json) and the log (<outDir>/<name>.log). */
+  name: string;
+  outDir: string;
+  kubeconfig: string;
+  numNodes: number;
+  focus?: string;
+  skip?: string;
+  procs?: number;
+  /** Run from this network namespace (a machine outside the cluster); default: this one. */
+  netns?: string;
+  log: (m: string) => void;
+}
+
+/** ginkgo over the e2e.test built from the pinned module, against the cluster of `kubeconfig`. */
+export async function runGinkgo(o: GinkgoOptions): Promise<Omit<SuiteResult, 'setupMs'>> {
+  const bins = k8sBins();
+  const report = resolve(o.outDir, `${o.name}.json`);
+  const logFile = resolve(o.outDir, `${o.name}.log`);
+  const skip = o.skip ?? SKIP.map((s) => s.re).join('|');
+  const args = [
+    bins.ginkgo,
+    `--procs=${o.procs ?? 4}`,
+    `--focus=${o.focus ?? FULL_FOCUS}`,
+    `--skip=${skip}`,
+    '--no-color',
+    '--timeout=4h',
+    '--poll-progress-after=300s',
+    `--json-report=${report}`,
+    bins.e2eTest,
+    '--',
+    `--kubeconfig=${o.kubeconfig}`,
+    `--kubectl-path=${bins.kubectl}`,
+    '--provider=skeleton',
+    `--num-nodes=${o.numNodes}`,
+    '--node-os-distro=debian',
+    '--dump-logs-on-failure=false',
+    `--e2e-output-dir=${resolve(o.outDir, 'artifacts')}`,
+  ];
+  o.log(`running ginkgo (${o.procs ?? 4} processes), log in ${logFile}`);
+  const t1 = Date.now();
+  const out = createWriteStream(logFile);
+  const exitCode = await new Promise<number | null>((res, rej) => {
+    const [cmd, ...rest] = o.netns ? ['nsenter', `--net=/var/run/netns/${o.netns}`, '--', ...args] : args;
+    const child = spawn(cmd, rest, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${bins.dir}:${process.env.PATH}` } });
+    child.stdout.pipe(out);
+    child.stderr.pipe(out);
+    child.on('error', rej);
+    child.on('close', (code) => res(code));
+  });
+  out.end();
+  const wallMs = Date.now() - t1;
+  o.log(`ginkgo exited ${exitCode} after ${(wallMs / 1000).toFixed(0)} s`);
+  if (!existsSync(report)) throw new Error(`ginkgo wrote no report (exit ${exitCode}); see ${logFile}`);
+  return { report, logFile, exitCode, wallMs };
+}
+
+/**
+ * The images the e2e framework asks for (`e2e.test --list-images`) that our stand-ins serve: each
+ * upstream reference with the local image to tag under it. agnhost:2.6 from the private registry
+ * is the "cannot pull" test image: left missing, as are images no spec of sig-network runs.
+ */
+export function standInTags(e2eTest: string): { local: string; ref: string }[] {
+  const wanted = execFileSync(e2eTest, ['--list-images'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  const tags: { local: string; ref: string }[] = [];
+  for (const ref of wanted) {
+    const name = ref.replace(/:[^/:]+$/, '').split('/').pop() ?? '';
+    const local = IMAGE_STAND_INS[name];
+    if (!local || ref.includes('authenticated') || ref.includes('invalid')) continue;
+    tags.push({ local: LOCAL_REFS[local], ref });
+  }
+  return tags;
 }
 
 /** Imports the stand-in images and tags them (and tools/pause) under the upstream names on every node. */
 async function importStandIns(cluster: Cluster, e2eTest: string): Promise<void> {
   const imgs = cluster.images!;
   await Promise.all(cluster.nodes.map((n) => n.importImages([imgs.e2eNginx, imgs.e2eBoom])));
-  const wanted = execFileSync(e2eTest, ['--list-images'], { encoding: 'utf8' }).split('\n').filter(Boolean);
-  for (const ref of wanted) {
-    const name = ref.replace(/:[^/:]+$/, '').split('/').pop() ?? '';
-    const local = IMAGE_STAND_INS[name];
-    // agnhost:2.6 from the private registry is the "cannot pull" test image: leave it missing.
-    if (!local || ref.includes('authenticated') || ref.includes('invalid')) continue;
-    for (const n of cluster.nodes) n.ctr(['images', 'tag', '--force', LOCAL_REFS[local], ref]);
+  for (const { local, ref } of standInTags(e2eTest)) {
+    for (const n of cluster.nodes) n.ctr(['images', 'tag', '--force', local, ref]);
   }
 }
 

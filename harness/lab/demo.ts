@@ -100,7 +100,7 @@ async function clusterUp(prefix: string): Promise<number> {
   try {
     const dsMs = await cluster.deploySwitchyard();
     console.error(`cluster: switchyard DaemonSet Ready on both nodes in ${(dsMs / 1000).toFixed(1)} s`);
-    await cluster.waitNodesReady();
+    await cluster.waitNodesReady(cluster.nodes.length);
     cluster.kubectl(['apply', '-f', '-'], { input: demoWorkload() });
     await cluster.waitDeployment('kube-system', 'coredns');
     await cluster.waitDeployment('default', 'web');

@@ -41,7 +41,7 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     await cluster.up();
     const ms = await cluster.deploySwitchyard();
     process.stderr.write(`cluster: timings ${JSON.stringify(cluster.timings)}; DaemonSet apply → Ready on both nodes ${ms} ms\n`);
-    await cluster.waitNodesReady();
+    await cluster.waitNodesReady(NODES.length);
     cluster.kubectl(['apply', '-f', '-'], { input: yaml([...webObjects(), ...clientObjects()]) });
     await cluster.waitDeployment('kube-system', 'coredns', 180_000);
     await cluster.waitDeployment('default', 'web');
@@ -162,13 +162,13 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
     await new Promise((r) => setTimeout(r, 3000));
     const before = agentPods().map((p) => p.metadata.uid);
     cluster.kubectl(['-n', 'kube-system', 'set', 'image', 'ds/switchyard', 'agent=localhost/switchyard:update', 'prepare=localhost/switchyard:update']);
-    await cluster.waitDaemonSetReady(120_000);
+    await cluster.waitDaemonSetReady(NODES.length, 120_000);
     const updated = agentPods();
     assert.ok(updated.every((p) => !before.includes(p.metadata.uid) && p.spec.containers[0].image === 'localhost/switchyard:update'), 'every agent pod replaced');
     const victim = updated.find((p) => p.spec.nodeName === 'n1')!.metadata.name;
     cluster.kubectl(['-n', 'kube-system', 'delete', 'pod', victim, '--grace-period=0', '--force', '--wait=false']);
     await cluster.waitFor('agent on n1 replaced', 60_000, () => (agentPods().some((p) => p.spec.nodeName === 'n1' && p.metadata.name !== victim) ? true : 'old pod still there'));
-    await cluster.waitDaemonSetReady(120_000);
+    await cluster.waitDaemonSetReady(NODES.length, 120_000);
     await loops.check();
   });
 
@@ -189,7 +189,7 @@ describe('a kubelet cluster with switchyard as its only Service proxy', () => {
       cluster.kubectl(['apply', '-f', '-'], { input: yaml([{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'switchyard', namespace: 'kube-system' }, data }]) });
       cluster.kubectl(['-n', 'kube-system', 'rollout', 'restart', 'ds/switchyard']);
       await cluster.waitFor(`${step}: every agent pod replaced`, 120_000, () => (agentPods().every((p) => !before.includes(p.metadata.uid)) ? true : 'old pods left'));
-      await cluster.waitDaemonSetReady(120_000);
+      await cluster.waitDaemonSetReady(NODES.length, 120_000);
       for (const pod of agentPods()) {
         const s = status(pod.metadata.name);
         const byMap = Object.fromEntries((s.mapMigrations as any[]).map((m) => [m.map, m]));
