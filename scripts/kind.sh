@@ -11,11 +11,14 @@
 #   scripts/kind.sh cluster   only the cluster (no switchyard)
 #   scripts/kind.sh install   load the image and apply deploy/overlays/kind (cluster up)
 #   scripts/kind.sh image     only the node image
-#   scripts/kind.sh down      delete the cluster (and its network)
-#   scripts/kind.sh env       print the exports (PATH, KIND_EXPERIMENTAL_PROVIDER, KUBECONFIG)
+#   scripts/kind.sh down      delete the cluster (and podman's kind network when no cluster is left)
+#   scripts/kind.sh env       print the exports (PATH with kind and kubectl, KIND_EXPERIMENTAL_PROVIDER, KUBECONFIG)
 #
-#   SY_KIND_NAME     cluster name (default sy; the overlay reaches the API server at
-#                    https://<name>-control-plane:6443)
+# An existing cluster of that name is reused when it runs the current node image, and made anew
+# when it does not.
+#
+#   SY_KIND_NAME     cluster name (default sy; deploy/overlays/kind reaches the API server at
+#                    https://sy-control-plane:6443, so `install` takes only sy)
 #   SY_KIND_WORKERS  workers (default 2)
 #   SY_KIND_CACHE    kind, crictl, the node image's inputs (default /var/cache/switchyard/kind)
 #   SY_K8S_BINS      the Kubernetes binaries (default: scripts/k8s-bins.sh builds or finds them)
@@ -23,7 +26,6 @@
 # Timings of each step go to stderr as "kind: … in N s".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 NAME=${SY_KIND_NAME:-sy}
 WORKERS=${SY_KIND_WORKERS:-2}
 CACHE=${SY_KIND_CACHE:-/var/cache/switchyard/kind}
@@ -36,6 +38,10 @@ export KIND_EXPERIMENTAL_PROVIDER=podman
 log() { echo "kind: $*" >&2; }
 die() { log "$*"; exit 1; }
 took() { log "$1 in $(( $(date +%s) - $2 )) s"; }
+# Working containers and scratch directories of a build that failed half-way.
+CLEANUP=()
+cleanup() { local c; for c in "${CLEANUP[@]}"; do eval "$c" >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
 
 KIND=$CACHE/kind-$KIND_VERSION/kind
 CRICTL=$CACHE/crictl-$CRICTL_VERSION/crictl
@@ -55,11 +61,15 @@ engine() {
   local pkgs=() p
   # netavark + aardvark-dns: the nodes find each other by name (kubeadm join asks for
   # <name>-control-plane); podman's CNI backend has no DNS without the dnsname plugin.
-  for p in podman netavark aardvark-dns uidmap slirp4netns fuse-overlayfs; do dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p"); done
+  # Installed, not merely known to dpkg (a removed package keeps its config files and a status).
+  for p in podman netavark aardvark-dns uidmap slirp4netns fuse-overlayfs; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || pkgs+=("$p")
+  done
   if [ "${#pkgs[@]}" -gt 0 ]; then
     log "installing ${pkgs[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
   fi
+  command -v podman >/dev/null || die "podman is not installed"
   local conf=/etc/containers/containers.conf
   if ! grep -qs '^network_backend' "$conf"; then
     conf_set "$conf" network 'network_backend = "netavark"'
@@ -67,6 +77,8 @@ engine() {
     podman network rm -f kind >/dev/null 2>&1 || true
     log "podman: network backend netavark ($conf)"
   fi
+  [ "$(podman info --format '{{.Host.NetworkBackend}}')" = netavark ] \
+    || die "podman's network backend is not netavark ($conf): kind's nodes would not find each other by name"
   if ! grep -qs '^default_ulimits' "$conf"; then
     conf_set "$conf" containers 'default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]'
     log "podman: default ulimits nofile 20000, nproc 4096 ($conf)"
@@ -90,8 +102,6 @@ tools() {
   go_install "$(dirname "$CRICTL")" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 }
 
-have_image() { podman image exists "$1"; }
-
 # A static binary as an image: /usr/local/bin/<name>, on PATH (kubeadm's static pods name the
 # command, CoreDNS's Deployment only the arguments).
 bin_image() { # image binary entrypoint-json
@@ -99,6 +109,7 @@ bin_image() { # image binary entrypoint-json
   sum=$(sha256sum "$bin" | cut -c1-64)
   if [ "$(podman image inspect --format '{{index .Annotations "switchyard.kind/input"}}' "$img" 2>/dev/null)" = "$sum" ]; then return; fi
   ctr=$(buildah from scratch)
+  CLEANUP+=("buildah rm $ctr")
   buildah copy --quiet "$ctr" "$bin" /usr/local/bin/ >/dev/null
   buildah config --annotation "switchyard.kind/input=$sum" --env PATH=/usr/local/bin:/bin \
     --entrypoint "$entry" --cmd '' "$ctr"
@@ -118,11 +129,10 @@ versions() {
 # The node image. Its inputs' digest is an annotation: rebuilt only when one changed.
 node_image() {
   versions
-  local t0 imgs ctx sum rootfs ctr mnt
+  local t0 sum rootfs ctr mnt old
   t0=$(date +%s)
-  imgs=$CACHE/images
-  mkdir -p "$imgs"
   local pause; pause=$(mktemp -d)
+  CLEANUP+=("rm -rf $pause")
   gcc -static -O2 -Wall -o "$pause/pause" harness/images/pause/pause.c
   bin_image "$REPO/pause:1" "$pause/pause" '["/usr/local/bin/pause"]'
   rm -rf "$pause"
@@ -151,6 +161,7 @@ node_image() {
     touch "$rootfs/.complete"
   fi
   ctr=$(buildah from scratch)
+  CLEANUP+=("buildah rm $ctr")
   mnt=$(buildah mount "$ctr")
   tar -C "$rootfs" --exclude=./.complete -cf - . | tar -C "$mnt" -xf -
   local n=harness/kind/node
@@ -161,16 +172,13 @@ node_image() {
   install -D -m 0644 $n/kubelet.service "$mnt/etc/systemd/system/kubelet.service"
   install -D -m 0644 $n/kubelet.slice "$mnt/etc/systemd/system/kubelet.slice"
   install -D -m 0644 $n/10-kubeadm.conf "$mnt/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
-  install -D -m 0644 $n/sy-kind-images.service "$mnt/etc/systemd/system/sy-kind-images.service"
   install -D -m 0644 $n/kubelet.default "$mnt/etc/default/kubelet"
   install -D -m 0644 $n/crictl.yaml "$mnt/etc/crictl.yaml"
   install -d "$mnt/etc/containerd" "$mnt/etc/kubernetes/manifests" "$mnt/etc/cni/net.d" "$mnt/opt/cni" "$mnt/kind/images"
   sed "s|SANDBOX_IMAGE|$REPO/pause:1|" $n/containerd.toml > "$mnt/etc/containerd/config.toml"
   ln -sfn /usr/lib/cni "$mnt/opt/cni/bin"
   echo "$KUBE_VERSION" > "$mnt/kind/version"
-  for u in kubelet.service sy-kind-images.service; do
-    ln -sf "/etc/systemd/system/$u" "$mnt/etc/systemd/system/multi-user.target.wants/$u"
-  done
+  ln -sf /etc/systemd/system/kubelet.service "$mnt/etc/systemd/system/multi-user.target.wants/kubelet.service"
   # A container has no consoles, udev, timers for apt or disk checks.
   rm -f "$mnt"/etc/systemd/system/getty.target.wants/* "$mnt"/etc/systemd/system/timers.target.wants/* \
     "$mnt"/etc/systemd/system/multi-user.target.wants/e2scrub_reap.service
@@ -187,7 +195,10 @@ node_image() {
   buildah config --annotation "switchyard.kind/input=$sum" --env container=podman \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --entrypoint '["/usr/local/bin/entrypoint","/sbin/init"]' --cmd '' --stop-signal SIGRTMIN+3 "$ctr"
+  old=$(podman image inspect --format '{{.Id}}' "$NODE_IMAGE" 2>/dev/null || true)
   buildah commit --quiet --rm "$ctr" "$NODE_IMAGE" >/dev/null
+  # The image it replaces is a few hundred MB of nothing (a cluster still on it keeps it).
+  if [ -n "$old" ]; then podman rmi "$old" >/dev/null 2>&1 || true; fi
   took "node image $NODE_IMAGE" "$t0"
 }
 
@@ -222,15 +233,23 @@ kubeadmConfigPatches:
 EOF
 }
 
-kctl() { kubectl --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+# The pinned kubectl (a machine's own may be older than the cluster, or missing).
+kctl() { "$BINS/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
 # Per node: the bridge plugin on the node's podCIDR, and a route to every other node's podCIDR.
 cni() {
   local nodes n m cidr ip
   nodes=$("$KIND" get nodes --name "$NAME")
+  # The node IPAM controller gives each node its podCIDR soon after it registers.
+  local deadline=$(( $(date +%s) + 60 ))
+  for n in $nodes; do
+    until [ -n "$(kctl get node "$n" -o jsonpath='{.spec.podCIDR}' 2>/dev/null)" ]; do
+      [ "$(date +%s)" -lt "$deadline" ] || die "node $n has no podCIDR after 60 s"
+      sleep 1
+    done
+  done
   for n in $nodes; do
     cidr=$(kctl get node "$n" -o jsonpath='{.spec.podCIDR}')
-    [ -n "$cidr" ] || die "node $n has no podCIDR"
     podman exec -i "$n" sh -c 'cat > /etc/cni/net.d/10-sy-kind.conflist' <<EOF
 {
   "cniVersion": "0.4.0",
@@ -259,8 +278,15 @@ cluster() {
   tools
   node_image
   if "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; then
-    log "cluster $NAME exists"
-  else
+    local running; running=$(podman inspect --format '{{.Image}}' "$NAME-control-plane" 2>/dev/null || true)
+    if [ "$running" = "$(podman image inspect --format '{{.Id}}' "$NODE_IMAGE")" ] && [ -f "$KUBECONFIG_FILE" ]; then
+      log "cluster $NAME exists, on the current node image"
+    else
+      log "cluster $NAME exists on another node image (or without its kubeconfig): made anew"
+      "$KIND" delete cluster --name "$NAME" >&2
+    fi
+  fi
+  if ! "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; then
     local t0; t0=$(date +%s)
     kind_config > "$CACHE/$NAME.yaml"
     "$KIND" create cluster --name "$NAME" --image "$NODE_IMAGE" --config "$CACHE/$NAME.yaml" \
@@ -276,12 +302,17 @@ cluster() {
 # What docs/kind.md tells a user, with podman: the image (built by scripts/lab-images.sh from
 # the project's Dockerfile on local bases), loaded into every node, the overlay applied.
 install_switchyard() {
-  local t0 dir; t0=$(date +%s)
+  [ "$NAME" = sy ] || die "deploy/overlays/kind gives the agent https://sy-control-plane:6443: make an overlay for $NAME-control-plane"
+  versions
+  local t0 dir existed=0; t0=$(date +%s)
   dir=$(SY_IMAGES="base switchyard" bash scripts/lab-images.sh | tail -1)
   "$KIND" load image-archive "$dir/switchyard.tar" --name "$NAME" >&2
   took "image load" "$t0"
   t0=$(date +%s)
+  kctl -n kube-system get ds switchyard >/dev/null 2>&1 && existed=1
   kctl apply -k deploy/overlays/kind >&2
+  # The same tag with new content changes nothing in the DaemonSet: replace the pods.
+  if [ "$existed" = 1 ]; then kctl -n kube-system rollout restart ds/switchyard >&2; fi
   kctl -n kube-system rollout status ds/switchyard --timeout=300s >&2
   took "DaemonSet Ready" "$t0"
 }
@@ -292,11 +323,16 @@ case "${1:-up}" in
   install) install_switchyard; echo "$KUBECONFIG_FILE" ;;
   up) bash scripts/setup.sh --cluster >&2; cluster; install_switchyard; echo "$KUBECONFIG_FILE" ;;
   down)
-    if [ -x "$KIND" ]; then "$KIND" delete cluster --name "$NAME" >&2; fi
+    # No kind or no podman: no cluster either.
+    if [ -x "$KIND" ] && command -v podman >/dev/null; then
+      "$KIND" delete cluster --name "$NAME" >&2
+      if [ -z "$("$KIND" get clusters 2>/dev/null)" ]; then podman network rm -f kind >/dev/null 2>&1 || true; fi
+    fi
     rm -f "$KUBECONFIG_FILE"
     ;;
   env)
-    echo "export PATH=$(dirname "$KIND"):\$PATH KIND_EXPERIMENTAL_PROVIDER=podman KUBECONFIG=$KUBECONFIG_FILE"
+    versions
+    echo "export PATH=$(dirname "$KIND"):$BINS:\$PATH KIND_EXPERIMENTAL_PROVIDER=podman KUBECONFIG=$KUBECONFIG_FILE"
     ;;
   *) die "usage: scripts/kind.sh up|cluster|install|image|down|env" ;;
 esac

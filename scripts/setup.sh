@@ -24,7 +24,8 @@ PKGS=(clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 iptables conn
 CLUSTER_PKGS=(containerd runc containernetworking-plugins buildah debootstrap gcc libc6-dev procps)
 if [ "$WANT_CLUSTER" = 1 ]; then PKGS+=("${CLUSTER_PKGS[@]}"); fi
 missing=()
-for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Installed, not merely known to dpkg (a removed package keeps its config files and a status).
+for p in "${PKGS[@]}"; do [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

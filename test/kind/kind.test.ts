@@ -13,8 +13,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -47,9 +47,21 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     return r;
   };
 
+  /** Deletes the cluster unless SY_KIND_KEEP is set; a failure to do so is reported, not thrown over another. */
+  const down = () => {
+    if (process.env.SY_KIND_KEEP) return;
+    try {
+      kindScript('down');
+    } catch (e) {
+      process.stderr.write(`kind: deleting the cluster failed: ${(e as Error).message}\n`);
+    }
+  };
+
   before(async () => {
     requireLabCapabilities();
     const images = buildImages();
+    // A cluster left by an earlier run would carry its state (and perhaps an older agent) into this one.
+    down();
     try {
       await timed('cluster', () => kindScript('cluster'));
       nodes = kind.nodes();
@@ -65,14 +77,12 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
       clients = Object.fromEntries(podsOf('client').map((p) => [p.spec.nodeName, p.metadata.name]));
       process.stderr.write(`kind: timings (ms) ${JSON.stringify(timings)}\n`);
     } catch (e) {
-      if (!process.env.SY_KIND_KEEP) kindScript('down');
+      down();
       throw e;
     }
   });
 
-  after(() => {
-    if (!process.env.SY_KIND_KEEP) kindScript('down');
-  });
+  after(down);
 
   test('the DaemonSet is Ready on every node, from the image loaded with kind; no kube-proxy', () => {
     assert.equal(nodes.length, 3, `nodes: ${nodes.join(', ')}`);
@@ -151,26 +161,38 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     assert.deepEqual(delta, Object.fromEntries(nodes.map((n) => [n, n === workers[0] ? 20 : 0])), `connections counted per node: ${JSON.stringify(delta)}`);
   });
 
-  /** A ClusterIP loop in the client pod of `node` and a NodePort loop from this machine to `nodeIp`, for `ms`. */
-  function clientLoops(label: string, node: string, nodeIp: string, ms: number) {
-    const secs = Math.round(ms / 1000);
-    const loop = (url: string) => `ok=0; fail=0; end=$(( $(date +%s) + ${secs} )); while [ $(date +%s) -lt $end ]; do if curl -sS -m 2 -o /dev/null ${url} 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail"`;
+  /**
+   * A ClusterIP loop in the client pod of `node` and a NodePort loop from this machine to `nodeIp`,
+   * each until told to stop (a stop file), at most `maxMs`; `stopAndCheck` asserts that both were
+   * stopped (not timed out: the change happened while they ran) and that no request failed.
+   */
+  function clientLoops(label: string, node: string, nodeIp: string, maxMs: number) {
+    const stop = `/tmp/sy-kind-stop-${label}`;
+    rmSync(stop, { force: true });
+    const loop = (url: string) =>
+      `rm -f ${stop}; ok=0; fail=0; end=$(( $(date +%s) + ${Math.round(maxMs / 1000)} )); how=timeout; ` +
+      `while [ $(date +%s) -lt $end ]; do if [ -e ${stop} ]; then how=stopped; break; fi; ` +
+      `if curl -sS -m 2 -o /dev/null ${url} 2>/dev/null; then ok=$((ok+1)); else fail=$((fail+1)); fi; done; echo "ok=$ok fail=$fail $how"`;
     const inPod = kind.execStream('default', clients[node], ['sh', '-c', loop('http://web.default/hostname')]);
     const host = spawn('sh', ['-c', loop(`http://${nodeIp}:${WEB_NODEPORT}/hostname`)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let hostOut = '';
     host.stdout.on('data', (d) => (hostOut += d));
     const hostDone = new Promise<void>((r) => host.on('close', () => r()));
     return {
-      async check(): Promise<void> {
+      async stopAndCheck(): Promise<void> {
+        writeFileSync(stop, '');
+        kind.exec('default', clients[node], ['touch', stop]);
         const pod = await inPod.done;
         await hostDone;
         for (const [where, text] of [['ClusterIP from a pod', pod.stdout], ['NodePort from this machine', hostOut]] as const) {
-          const m = /ok=(\d+) fail=(\d+)/.exec(text);
+          const m = /ok=(\d+) fail=(\d+) (\w+)/.exec(text);
           assert.ok(m, `${label}: ${where} loop output: ${text} ${pod.stderr}`);
           process.stderr.write(`kind: ${label}: ${where} ok=${m![1]} fail=${m![2]}\n`);
+          assert.equal(m![3], 'stopped', `${label}: the ${where} loop ran until the change was over`);
           assert.equal(Number(m![2]), 0, `${label}: no failed request (${where})`);
           assert.ok(Number(m![1]) > 20, `${label}: the loop made requests (${where})`);
         }
+        rmSync(stop, { force: true });
       },
     };
   }
@@ -179,7 +201,7 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     const node = workers[1];
     // A new tag of the same image in every node's containerd: a rollout as users make one.
     for (const n of nodes) kind.nodeExec(n, ['ctr', '-n', 'k8s.io', 'images', 'tag', '--force', 'localhost/switchyard:dev', 'localhost/switchyard:update']);
-    const loops = clientLoops('rollout', node, kind.nodeIp(node), 40_000);
+    const loops = clientLoops('rollout', node, kind.nodeIp(node), 300_000);
     await new Promise((r) => setTimeout(r, 3000));
     const before = agentPods().map((p) => p.metadata.uid);
     kind.kubectl(['-n', 'kube-system', 'set', 'image', 'ds/switchyard', 'agent=localhost/switchyard:update', 'prepare=localhost/switchyard:update']);
@@ -190,7 +212,8 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     kind.kubectl(['-n', 'kube-system', 'delete', 'pod', victim, '--grace-period=0', '--force', '--wait=false']);
     await kind.waitFor(`agent on ${node} replaced`, 60_000, () => (agentPods().some((p) => p.spec.nodeName === node && p.metadata.name !== victim) ? true : 'old pod still there'));
     await kind.waitDaemonSetReady(nodes.length, 120_000);
-    await loops.check();
+    await new Promise((r) => setTimeout(r, 3000));
+    await loops.stopAndCheck();
   });
 
   test('the [Conformance] specs of sig-network pass against switchyard on kind', { timeout: 40 * 60_000 }, async () => {
@@ -217,21 +240,45 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     }
   });
 
+  /** What switchyard leaves on a node while it is installed (or after): pins, tc filters, rules, cgroup programs. */
+  const traces = (n: string) => ({
+    pins: kind.nodeExec(n, ['sh', '-c', 'ls -A /sys/fs/bpf/switchyard 2>/dev/null || true']).trim(),
+    tcFilters: kind.inNodeNetns(n, ['sh', '-c', 'tc filter show dev eth0 ingress 2>/dev/null; tc filter show dev eth0 egress 2>/dev/null']),
+    rules: kind.nodeExec(n, ['sh', '-c', 'iptables-save; ip6tables-save; nft list ruleset']),
+    cgroup: execFileSync('bpftool', ['cgroup', 'tree', kind.nodeCgroup2(n)], { encoding: 'utf8' }),
+  });
+  const progExists = (id: number) => spawnSync('bpftool', ['prog', 'show', 'id', String(id)], { stdio: 'ignore' }).status === 0;
+
   test('uninstall (docs/kind.md) leaves no program, pin, tc link or iptables rule on any node', async () => {
+    // The tc programs each agent attached (TCX links, which this machine's bpftool does not list per device).
+    const tcProgs: number[] = [];
+    for (const n of nodes) {
+      const t = traces(n);
+      assert.notEqual(t.pins, '', `pins on ${n} while installed`);
+      assert.match(t.rules, /SWITCHYARD/i, `switchyard's rules on ${n} while installed`);
+      assert.match(t.cgroup, /sy_connect4/, `socket programs in ${n}'s cgroup while installed`);
+      const status = JSON.parse(kind.exec('kube-system', agentOn(n), ['switchyard', 'status', '-o', 'json']));
+      const attached = (status.northSouth?.attached ?? []) as { device: string; direction: string; progId: number }[];
+      assert.deepEqual(attached.map((a) => `${a.device}/${a.direction}`).sort(), ['eth0/egress', 'eth0/ingress'], `${n}'s tc attachments: ${JSON.stringify(status.northSouth)}`);
+      for (const a of attached) assert.ok(progExists(a.progId), `${n}: program ${a.progId} (${a.direction}) in the kernel`);
+      tcProgs.push(...attached.map((a) => a.progId));
+    }
     kind.kubectl(['delete', '-k', join(repoRoot, 'deploy/overlays/kind'), '--wait=true'], { timeoutMs: 120_000 });
     await kind.waitFor('agent pods gone', 60_000, () => (agentPods().length === 0 ? true : `${agentPods().length} left`));
     kind.kubectl(['apply', '-k', join(repoRoot, 'deploy/overlays/kind/cleanup')]);
     await kind.waitDaemonSetReady(nodes.length, 120_000, 'kube-system', 'switchyard-cleanup');
     kind.kubectl(['delete', '-k', join(repoRoot, 'deploy/overlays/kind/cleanup'), '--wait=true'], { timeoutMs: 120_000 });
+    // Detached and unpinned, the programs are freed (after an RCU grace period).
+    await kind.waitFor('the agents\' tc programs freed', 30_000, () => {
+      const left = tcProgs.filter(progExists);
+      return left.length === 0 ? true : `still in the kernel: ${left.join(', ')}`;
+    });
     for (const n of nodes) {
-      const pins = kind.nodeExec(n, ['sh', '-c', 'ls -A /sys/fs/bpf/switchyard 2>/dev/null || true']).trim();
-      assert.equal(pins, '', `no pins left on ${n}`);
-      const tc = kind.inNodeNetns(n, ['sh', '-c', 'bpftool net show dev eth0 2>/dev/null; tc filter show dev eth0 ingress 2>/dev/null; tc filter show dev eth0 egress 2>/dev/null']);
-      assert.doesNotMatch(tc, /sy_|switchyard/i, `no tc program on ${n}:\n${tc}`);
-      const rules = kind.nodeExec(n, ['sh', '-c', 'iptables-save; ip6tables-save; nft list ruleset']);
-      assert.doesNotMatch(rules, /SWITCHYARD/i, `no switchyard rule on ${n}`);
-      const attached = execFileSync('bpftool', ['cgroup', 'tree', kind.nodeCgroup2(n)], { encoding: 'utf8' });
-      assert.doesNotMatch(attached, /sy_/, `no program attached in ${n}'s cgroups:\n${attached}`);
+      const t = traces(n);
+      assert.equal(t.pins, '', `no pins left on ${n}`);
+      assert.doesNotMatch(t.tcFilters, /sy_|switchyard/i, `no tc filter on ${n}:\n${t.tcFilters}`);
+      assert.doesNotMatch(t.rules, /SWITCHYARD/i, `no switchyard rule on ${n}`);
+      assert.doesNotMatch(t.cgroup, /sy_/, `no program attached in ${n}'s cgroups:\n${t.cgroup}`);
     }
   });
 });
