@@ -14,18 +14,18 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { buildImages } from '../../harness/lab/cluster.js';
-import { CONFORMANCE_FOCUS, readReport, runGinkgo, standInTags } from '../../harness/lab/conformance.js';
+import { CONFORMANCE_FOCUS, runGinkgo, standInTags } from '../../harness/lab/conformance.js';
 import { k8sBins } from '../../harness/lab/k8sbins.js';
 import { clientObjects, webObjects, WEB_NODEPORT } from '../../harness/lab/workload.js';
 import { KindCluster, kindScript } from '../../harness/kind/kind.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { findCgroup2Root } from '../../src/util/sys.js';
 import { requireLabCapabilities } from '../lab/capabilities.js';
+import { assertConformancePasses } from '../lab/conformance-check.js';
 
 const yaml = (objs: object[]) => objs.map((o) => stringify(o)).join('---\n');
 
@@ -222,22 +222,10 @@ describe('kind: switchyard on a kind cluster built here (1 control plane + 2 wor
     for (const { local, ref } of standInTags(k8sBins().e2eTest)) {
       for (const n of nodes) kind.nodeExec(n, ['ctr', '-n', 'k8s.io', 'images', 'tag', '--force', local, ref]);
     }
-    const out = mkdtempSync(join(tmpdir(), 'switchyard-kind-conformance-'));
-    try {
-      // The runner is this machine: outside the cluster, on kind's network.
-      const r = await runGinkgo({ name: 'kind', outDir: out, kubeconfig: kind.kubeconfig, numNodes: nodes.length, focus: CONFORMANCE_FOCUS, procs: 4, log: (m) => process.stderr.write(`kind conformance: ${m}\n`) });
-      const rows = [...readReport(r.report).values()];
-      const failed = rows.filter((s) => s.state !== 'passed' && s.state !== 'skipped');
-      const passed = rows.filter((s) => s.state === 'passed');
-      process.stderr.write(`kind conformance: ${passed.length} passed, ${failed.length} failed, ${rows.length - passed.length - failed.length} skipped in ${Math.round(r.wallMs / 1000)} s\n`);
-      assert.deepEqual(failed.map((s) => `${s.name}: ${s.message.slice(0, 400)}`), [], `failed specs (ginkgo log: ${r.logFile})`);
-      assert.ok(passed.length >= 30, `only ${passed.length} [Conformance] specs passed`);
-      assert.equal(r.exitCode, 0, `ginkgo exited ${r.exitCode}`);
-      rmSync(out, { recursive: true, force: true });
-    } catch (e) {
-      process.stderr.write(`kind conformance: reports and logs kept in ${out}\n`);
-      throw e;
-    }
+    // The runner is this machine: outside the cluster, on kind's network.
+    await assertConformancePasses('kind conformance', (outDir) =>
+      runGinkgo({ name: 'kind', outDir, kubeconfig: kind.kubeconfig, numNodes: nodes.length, focus: CONFORMANCE_FOCUS, procs: 4, log: (m) => process.stderr.write(`kind conformance: ${m}\n`) }),
+    );
   });
 
   /** What switchyard leaves on a node while it is installed (or after): pins, tc filters, rules, cgroup programs. */
