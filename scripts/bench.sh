@@ -7,6 +7,8 @@
 #                                         iptables' syncs of ~1,000,000 rules)
 #   bash scripts/bench.sh --quick         small scales, short durations (what CI runs)
 #   bash scripts/bench.sh --scales 100,10000 --dataplanes switchyard,iptables …
+#   bash scripts/bench.sh --cluster kind --scales 1000 --out R   the same on a kind cluster built here
+#                                         (scripts/kind.sh; east-west, programming, memory: docs/kind.md)
 #   bash scripts/bench.sh --micro         the older single-purpose benchmarks instead (below)
 #   bash scripts/bench.sh --out R --scales 1000 --etcd-dir /var/cache/switchyard/bench-etcd
 #   bash scripts/bench.sh --resume R --scales 50000 --etcd-dir /var/cache/switchyard/bench-etcd

@@ -3,9 +3,9 @@
 # itself built from its pinned Go module, a kind node image built locally (no registry is
 # reachable: Debian bookworm made with debootstrap, systemd, containerd, runc, the CNI
 # plugins, kubeadm/kubelet/kubectl from the project's pinned Kubernetes module, and the
-# control plane's images carried in the node as kind's own node images carry them), and a
-# cluster of one control plane and two workers with kubeProxyMode: none. Then switchyard is
-# installed exactly as docs/kind.md tells a user.
+# control plane's and kube-proxy's images carried in the node as kind's own node images carry
+# them), and a cluster of one control plane and two workers with kubeProxyMode: none. Then
+# switchyard is installed exactly as docs/kind.md tells a user.
 #
 #   scripts/kind.sh up        everything above; prints the kubeconfig's path on its last line
 #   scripts/kind.sh cluster   only the cluster (no switchyard)
@@ -126,6 +126,34 @@ versions() {
   NODE_IMAGE=$REPO/node:$KUBE_VERSION
 }
 
+# kube-proxy as kind's own node images carry it (kubeadm's addon runs $REPO/kube-proxy:<version>;
+# the kind benchmark installs it that way): the binary from the pinned module on a Debian bookworm
+# minbase with iptables, nftables and conntrack, as the upstream image (distroless-iptables, built
+# from bookworm's packages: nft 1.0.6, iptables 1.8.9 with the nft backend by default).
+kube_proxy_image() {
+  local img=$REPO/kube-proxy:$KUBE_VERSION rootfs=$CACHE/rootfs-kube-proxy sum ctr mnt
+  sum=$(sha256sum "$BINS/kube-proxy" scripts/kind.sh | sha256sum | cut -c1-64)
+  if [ "$(podman image inspect --format '{{index .Annotations "switchyard.kind/input"}}' "$img" 2>/dev/null)" = "$sum" ]; then return; fi
+  if [ ! -f "$rootfs/.complete" ]; then
+    log "debootstrap bookworm (iptables, nftables, conntrack) into $rootfs"
+    rm -rf "$rootfs"
+    debootstrap --variant=minbase --include=iptables,nftables,conntrack,kmod,iproute2 \
+      bookworm "$rootfs" http://deb.debian.org/debian >"$CACHE/debootstrap-kube-proxy.log" 2>&1 \
+      || { tail -20 "$CACHE/debootstrap-kube-proxy.log" >&2; die "debootstrap failed ($CACHE/debootstrap-kube-proxy.log)"; }
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc "$rootfs"/usr/share/man
+    touch "$rootfs/.complete"
+  fi
+  ctr=$(buildah from scratch)
+  CLEANUP+=("buildah rm $ctr")
+  mnt=$(buildah mount "$ctr")
+  tar -C "$rootfs" --exclude=./.complete -cf - . | tar -C "$mnt" -xf -
+  install -D -m 0755 "$BINS/kube-proxy" "$mnt/usr/local/bin/kube-proxy"
+  buildah umount "$ctr" >/dev/null
+  buildah config --annotation "switchyard.kind/input=$sum" --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --entrypoint '["/usr/local/bin/kube-proxy"]' --cmd '' "$ctr"
+  buildah commit --quiet --rm "$ctr" "$img" >/dev/null
+}
+
 # The node image. Its inputs' digest is an annotation: rebuilt only when one changed.
 node_image() {
   versions
@@ -141,8 +169,9 @@ node_image() {
   done
   bin_image "$REPO/etcd:$ETCD_VERSION" "$BINS/etcd" '["/usr/local/bin/etcd"]'
   bin_image "$REPO/coredns:$COREDNS_VERSION" "$BINS/coredns" '["/usr/local/bin/coredns"]'
+  kube_proxy_image
   local list=("$REPO/pause:1" "$REPO/kube-apiserver:$KUBE_VERSION" "$REPO/kube-controller-manager:$KUBE_VERSION"
-    "$REPO/kube-scheduler:$KUBE_VERSION" "$REPO/etcd:$ETCD_VERSION" "$REPO/coredns:$COREDNS_VERSION")
+    "$REPO/kube-scheduler:$KUBE_VERSION" "$REPO/etcd:$ETCD_VERSION" "$REPO/coredns:$COREDNS_VERSION" "$REPO/kube-proxy:$KUBE_VERSION")
   sum=$( { for i in "${list[@]}"; do podman image inspect --format '{{.Id}}' "$i"; done
            sha256sum harness/kind/node/* "$BINS/kubeadm" "$BINS/kubelet" "$BINS/kubectl" "$CRICTL" scripts/kind.sh; } | sha256sum | cut -c1-64)
   if [ "$(podman image inspect --format '{{index .Annotations "switchyard.kind/input"}}' "$NODE_IMAGE" 2>/dev/null)" = "$sum" ]; then

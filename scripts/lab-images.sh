@@ -12,7 +12,8 @@
 #   localhost/switchyard-lab/coredns:VER    CoreDNS from its pinned Go module (k8s-bins.sh)
 #   localhost/switchyard-lab/tools:1        test pods: agnhost (from the pinned
 #                                           k8s.io/kubernetes module) on the base, with curl,
-#                                           nslookup/dig, nc and a shell
+#                                           nslookup/dig, nc and a shell; netbench (static) for
+#                                           the kind benchmark
 #   localhost/switchyard-lab/e2e-nginx:1    stand-ins for upstream e2e images (harness/images/e2e);
 #   localhost/switchyard-lab/e2e-boom:1     the conformance run tags tools and pause under
 #                                           the other names the e2e framework asks for
@@ -125,6 +126,7 @@ if wants tools; then
   # agnhost's porter serves TLS with the test certificate its upstream image carries.
   KDIR=$(cd harness/k8s && PATH="$PATH:/usr/local/go/bin" GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubernetes)
   cp harness/images/tools/Containerfile "$BINS/agnhost" "$BINS/coredns" "$KDIR/test/images/agnhost/porter/localhost.crt" "$KDIR/test/images/agnhost/porter/localhost.key" "$ctx/"
+  gcc -static -O2 -pthread -Wall -Wextra -Werror -o "$ctx/netbench" harness/bench/native/netbench.c
   buildah build --quiet --layers --network host -f "$ctx/Containerfile" \
     --build-arg BASE="$BASE" -t localhost/switchyard-lab/tools:1 "$ctx" >"$OUT/tools-build.log" 2>&1 \
     || { rm -rf "$ctx"; tail -40 "$OUT/tools-build.log" >&2; exit 1; }

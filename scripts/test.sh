@@ -34,5 +34,6 @@ suite lab --test-concurrency=1 dist/test/lab/*.test.js
 suite diff --test-concurrency=1 dist/test/diff/*.test.js
 suite cluster --test-concurrency=1 dist/test/cluster/*.test.js
 # kind: scripts/kind.sh builds kind, a node image and a cluster (podman as kind's engine), then
-# switchyard is installed as docs/kind.md says; the upstream [Conformance] specs run against it.
+# switchyard is installed as docs/kind.md says; the upstream [Conformance] specs run against it; the
+# benchmark report runs short on kind (switchyard, kube-proxy iptables and nftables as kind runs it).
 suite kind --test-concurrency=1 dist/test/kind/*.test.js

@@ -263,6 +263,37 @@ export function memTotal(m: NonNullable<BlockResult['memory']>, n: 'n1' | 'n2'):
   return m.rss[n] + (m.kernelBytes ? m.kernelBytes[n] : (m.bpfMapBytes?.[n] ?? 0));
 }
 
+/** The report's kind section: the blocks of report.js --cluster kind (harness/bench/kind.ts). */
+function kindSection(r: Results): string[] {
+  const k = r.kind;
+  if (!k?.blocks.length) return [];
+  const kr: Results = { ...r, blocks: k.blocks, options: { ...r.options, scales: k.options.scales, dataplanes: DATAPLANES.filter((d) => k.options.dataplanes.includes(d)) } };
+  const ew = (b: BlockResult) => b.eastWest;
+  const L: string[] = [];
+  L.push('## 7. kind', '');
+  L.push(`The same comparison on a kind cluster built on this machine (\`scripts/kind.sh\`: one control plane and two workers, podman nodes on this machine's kernel${k.cluster ? `; ${k.cluster}` : ''}), each dataplane installed as a user would: switchyard as [docs/kind.md](../../../docs/kind.md) says (\`kubectl apply -k deploy/overlays/kind\`), kube-proxy as kind runs it (kubeadm's kube-proxy addon with kind's settings, the image from the pinned module with Debian bookworm's iptables 1.8.9 on its default nft backend and nft 1.0.6). One dataplane at a time on one cluster; between blocks it is removed (switchyard's cleanup overlay; kube-proxy's DaemonSet deleted, \`kube-proxy --cleanup\` in every node). n1 and n2 are the two workers. The cluster's own control plane shares the 2 CPUs: a block starts once the 1-minute load average is below \`--quiet-load\` + 1.`, '');
+  L.push('East-west: netbench in a pod on worker 1 → the `target` ClusterIP, ten backends (five per worker); baseline in parentheses: the same pods by IP from a second address of the client pod, interleaved.', '');
+  L.push(scenarioTable(kr, loadMetrics(ew)), '');
+  L.push(overheadTable(kr, ew), '');
+  L.push('Programming and memory: write → traffic on the `probe` Service as in section 4 (the trace client runs in the client pod); cold sync from `kubectl apply` (switchyard) or the kubeadm addon (kube-proxy) to every object applied on both workers, pod start included. Memory per worker (n1): the process\'s RSS and the kernel memory charged to its container\'s memory cgroup (BPF maps, or iptables/nftables rules made by its children); rules: nftables rules in the node\'s namespace (iptables-nft rules included; the CNI\'s few rules on every side).', '');
+  L.push(scenarioTable(kr, [
+    { name: 'write → traffic p50 ms', get: (b) => b.programming?.p50 ?? NaN, fmt: n0 },
+    { name: 'write → traffic p99 ms', get: (b) => b.programming?.p99 ?? NaN, fmt: n0 },
+    { name: 'cold full sync ms', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN), fmt: n0 },
+    { name: 'RSS MiB (peak)', get: (b) => b.memory?.rss.n1 ?? NaN, base: (b) => b.memory?.peakRss.n1 ?? NaN, fmt: mib },
+    { name: 'kernel MiB (container cgroup)', get: (b) => b.memory?.kernelBytes?.n1 ?? NaN, fmt: mib },
+    { name: 'total MiB', get: (b) => (b.memory ? memTotal(b.memory, 'n1') : NaN), fmt: mib },
+    { name: 'rules', get: (b) => b.memory?.rules.n1 ?? NaN, fmt: n0 },
+    { name: 'set elements', get: (b) => b.memory?.setElements.n1 ?? NaN, fmt: n0 },
+  ]), '');
+  L.push(table(['Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], k.blocks.map((b) => [
+    n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
+    b.loadAverageAtStart ? b.loadAverageAtStart.map((x) => x.toFixed(2)).join(' / ') : '–', b.seconds ? dur(b.seconds) : '–',
+    [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|'),
+  ]), ['---:', '---', '---:', '---', '---', '---:', '---']), '');
+  return L;
+}
+
 export function renderReport(r: Results): Record<string, string> {
   const files: Record<string, string> = {};
   const m = r.machine;
@@ -278,102 +309,113 @@ export function renderReport(r: Results): Record<string, string> {
   if (r.quick) L.push('', '**Quick run** (`--quick`): small scales and short durations, for checking that the benchmark and the report work. Its figures are not for comparison.');
   L.push('', 'Method, topology and how to read each figure: [docs/benchmarks.md](../../../docs/benchmarks.md). Raw figures: [results.json](results.json).', '');
 
-  L.push('## Goals', '', 'Computed from the figures below (same run, same machine).', '');
-  L.push(table(['goal', 'this run', 'target', 'result'], goals(r).map((g) => [g.goal, g.figure, g.target, g.met === undefined ? 'not measured' : g.met ? '**met**' : '**missed**']), ['---', '---', '---', '---']));
-  L.push('');
+  // A report of kind blocks only has no lab sections.
+  const lab = r.blocks.length > 0 || !r.kind?.blocks.length;
+  if (lab) {
+    L.push('## Goals', '', 'Computed from the figures below (same run, same machine).', '');
+    L.push(table(['goal', 'this run', 'target', 'result'], goals(r).map((g) => [g.goal, g.figure, g.target, g.met === undefined ? 'not measured' : g.met ? '**met**' : '**missed**']), ['---', '---', '---', '---']));
+    L.push('');
 
-  L.push('## 1. East-west: pod → ClusterIP', '');
-  L.push('netbench in pod `client-n1` (node n1) → `10.96.0.80:80`, ten backends (five on each node); baseline in parentheses: the same ten pods by IP, interleaved in blocks. One operation = connect + HTTP request + response + close (`Connection: close`). Latency: one operation at a time; rate: operations per second at the given concurrency.', '');
-  L.push(scenarioTable(r, loadMetrics(ew)), '');
-  L.push(overheadTable(r, ew), '');
-  L.push('![east-west latency](ew-latency.svg)', '', '![east-west rate](ew-rate.svg)', '');
-  files['ew-latency.svg'] = chart(r, 'East-west connect+request latency', 'µs (log)', [
-    { suffix: ' p50', get: (b) => b.eastWest?.latency.service.p50 ?? NaN },
-    { suffix: ' p99', get: (b) => b.eastWest?.latency.service.p99 ?? NaN, dashed: true },
-  ], (b) => b.eastWest?.latency.direct.p50 ?? NaN);
-  files['ew-rate.svg'] = chart(r, 'East-west new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.eastWest?.rate.service.rate ?? NaN }], (b) => b.eastWest?.rate.direct.rate ?? NaN, false);
+    L.push('## 1. East-west: pod → ClusterIP', '');
+    L.push('netbench in pod `client-n1` (node n1) → `10.96.0.80:80`, ten backends (five on each node); baseline in parentheses: the same ten pods by IP, interleaved in blocks. One operation = connect + HTTP request + response + close (`Connection: close`). Latency: one operation at a time; rate: operations per second at the given concurrency.', '');
+    L.push(scenarioTable(r, loadMetrics(ew)), '');
+    L.push(overheadTable(r, ew), '');
+    L.push('![east-west latency](ew-latency.svg)', '', '![east-west rate](ew-rate.svg)', '');
+    files['ew-latency.svg'] = chart(r, 'East-west connect+request latency', 'µs (log)', [
+      { suffix: ' p50', get: (b) => b.eastWest?.latency.service.p50 ?? NaN },
+      { suffix: ' p99', get: (b) => b.eastWest?.latency.service.p99 ?? NaN, dashed: true },
+    ], (b) => b.eastWest?.latency.direct.p50 ?? NaN);
+    files['ew-rate.svg'] = chart(r, 'East-west new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.eastWest?.rate.service.rate ?? NaN }], (b) => b.eastWest?.rate.direct.rate ?? NaN, false);
 
-  L.push('## 2. North-south: external client → NodePort', '');
-  L.push('netbench in the external namespace → `10.0.0.11:30080` (node n1; five backends local, five on n2); baseline: the pod IPs routed through the nodes.', '');
-  L.push(scenarioTable(r, loadMetrics(ns)), '');
-  L.push(overheadTable(r, ns), '');
-  L.push('Over time and without the hop: the NodePort\'s rate in each 1-s slice (a decay shows here first), and the same backends through a NodePort with `externalTrafficPolicy: Local` from a third client address (no hop to node n2, no masquerade; five of the ten backends), both against the direct baseline of the same run.', '');
-  L.push(northSouthDetail(r), '');
-  L.push('![north-south latency](ns-latency.svg)', '', '![north-south rate](ns-rate.svg)', '');
-  files['ns-latency.svg'] = chart(r, 'North-south (NodePort) connect+request latency', 'µs (log)', [
-    { suffix: ' p50', get: (b) => b.northSouth?.latency.service.p50 ?? NaN },
-    { suffix: ' p99', get: (b) => b.northSouth?.latency.service.p99 ?? NaN, dashed: true },
-  ], (b) => b.northSouth?.latency.direct.p50 ?? NaN);
-  files['ns-rate.svg'] = chart(r, 'North-south (NodePort) new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.northSouth?.rate.service.rate ?? NaN }], (b) => b.northSouth?.rate.direct.rate ?? NaN, false);
+    L.push('## 2. North-south: external client → NodePort', '');
+    L.push('netbench in the external namespace → `10.0.0.11:30080` (node n1; five backends local, five on n2); baseline: the pod IPs routed through the nodes.', '');
+    L.push(scenarioTable(r, loadMetrics(ns)), '');
+    L.push(overheadTable(r, ns), '');
+    L.push('Over time and without the hop: the NodePort\'s rate in each 1-s slice (a decay shows here first), and the same backends through a NodePort with `externalTrafficPolicy: Local` from a third client address (no hop to node n2, no masquerade; five of the ten backends), both against the direct baseline of the same run.', '');
+    L.push(northSouthDetail(r), '');
+    L.push('![north-south latency](ns-latency.svg)', '', '![north-south rate](ns-rate.svg)', '');
+    files['ns-latency.svg'] = chart(r, 'North-south (NodePort) connect+request latency', 'µs (log)', [
+      { suffix: ' p50', get: (b) => b.northSouth?.latency.service.p50 ?? NaN },
+      { suffix: ' p99', get: (b) => b.northSouth?.latency.service.p99 ?? NaN, dashed: true },
+    ], (b) => b.northSouth?.latency.direct.p50 ?? NaN);
+    files['ns-rate.svg'] = chart(r, 'North-south (NodePort) new connections per second', 'connections/s', [{ suffix: '', get: (b) => b.northSouth?.rate.service.rate ?? NaN }], (b) => b.northSouth?.rate.direct.rate ?? NaN, false);
 
-  L.push('## 3. Conntrack entries per 10,000 east-west connections', '');
-  L.push('`conntrack -C` in both node namespaces (flushed before), after the connections of scenario 1 one at a time to the ClusterIP; in parentheses the same number of connections to the pod IPs.', '');
-  const per10k = (b: BlockResult, k: 'service' | 'direct', n?: 'n1' | 'n2') => (b.conntrack ? ((n ? b.conntrack[k][n] : sum(b.conntrack[k])) * 10000) / b.conntrack.connections : NaN);
-  L.push(scenarioTable(r, [
-    { name: 'node n1 (direct)', get: (b) => per10k(b, 'service', 'n1'), base: (b) => per10k(b, 'direct', 'n1'), fmt: n0 },
-    { name: 'node n2 (direct)', get: (b) => per10k(b, 'service', 'n2'), base: (b) => per10k(b, 'direct', 'n2'), fmt: n0 },
-    { name: 'both nodes (direct)', get: (b) => per10k(b, 'service'), base: (b) => per10k(b, 'direct'), fmt: n0 },
-    {
-      name: 'both nodes, switchyard\'s masquerade chain removed (direct)',
-      get: (b) => (b.conntrack?.serviceWithoutMasquerade ? (sum(b.conntrack.serviceWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
-      base: (b) => (b.conntrack?.directWithoutMasquerade ? (sum(b.conntrack.directWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
-      fmt: n0,
-    },
-  ]), '');
-  L.push('A node\'s namespace tracks every flow it forwards or bridges (`bridge-nf-call-iptables` = 1, as bridge CNIs need) as soon as one nat chain exists in it: kube-proxy\'s, or the 12-rule masquerade chain switchyard\'s tc path installs for NodePort traffic to other nodes. The last row measures the same connections with that chain removed at the end of switchyard\'s block: what the socket-level translation itself costs in conntrack entries.', '');
+    L.push('## 3. Conntrack entries per 10,000 east-west connections', '');
+    L.push('`conntrack -C` in both node namespaces (flushed before), after the connections of scenario 1 one at a time to the ClusterIP; in parentheses the same number of connections to the pod IPs.', '');
+    const per10k = (b: BlockResult, k: 'service' | 'direct', n?: 'n1' | 'n2') => (b.conntrack ? ((n ? b.conntrack[k][n] : sum(b.conntrack[k])) * 10000) / b.conntrack.connections : NaN);
+    L.push(scenarioTable(r, [
+      { name: 'node n1 (direct)', get: (b) => per10k(b, 'service', 'n1'), base: (b) => per10k(b, 'direct', 'n1'), fmt: n0 },
+      { name: 'node n2 (direct)', get: (b) => per10k(b, 'service', 'n2'), base: (b) => per10k(b, 'direct', 'n2'), fmt: n0 },
+      { name: 'both nodes (direct)', get: (b) => per10k(b, 'service'), base: (b) => per10k(b, 'direct'), fmt: n0 },
+      {
+        name: 'both nodes, switchyard\'s masquerade chain removed (direct)',
+        get: (b) => (b.conntrack?.serviceWithoutMasquerade ? (sum(b.conntrack.serviceWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+        base: (b) => (b.conntrack?.directWithoutMasquerade ? (sum(b.conntrack.directWithoutMasquerade) * 10000) / b.conntrack.connections : NaN),
+        fmt: n0,
+      },
+    ]), '');
+    L.push('A node\'s namespace tracks every flow it forwards or bridges (`bridge-nf-call-iptables` = 1, as bridge CNIs need) as soon as one nat chain exists in it: kube-proxy\'s, or the 12-rule masquerade chain switchyard\'s tc path installs for NodePort traffic to other nodes. The last row measures the same connections with that chain removed at the end of switchyard\'s block: what the socket-level translation itself costs in conntrack entries.', '');
 
-  L.push('## 4. Network programming', '');
-  L.push('Write → traffic: the probe Service\'s EndpointSlice is switched between two pods through the API server; a client in `client-n1` connects every 2 ms; latency = from the API server\'s answer to the write until no connection reaches the old pod any more. Cold sync: process start → every object applied (slowest node). Churn: EndpointSlice changes through the API server at the given rate; CPU-seconds (user + system, children included: iptables-restore, nft) of the dataplane process on both nodes from the first write until synced.', '');
-  L.push(scenarioTable(r, [
-    { name: 'write → traffic p50 ms', get: (b) => b.programming?.p50 ?? NaN, fmt: n0 },
-    { name: 'write → traffic p99 ms', get: (b) => b.programming?.p99 ?? NaN, fmt: n0 },
-    { name: 'write → traffic max ms', get: (b) => b.programming?.max ?? NaN, fmt: n0 },
-    { name: 'cold full sync ms', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN), fmt: n0 },
-    { name: 'churn CPU-s, both nodes', get: (b) => sum(b.churn?.cpuSeconds), fmt: (x) => (Number.isFinite(x) ? x.toFixed(2) : '–') },
-    { name: 'churn changes/s achieved', get: (b) => b.churn?.achievedRate ?? NaN, fmt: n1 },
-    { name: 'synced after last change, ms', get: (b) => b.churn?.settleMs ?? NaN, fmt: n0 },
-  ]), '');
-  L.push('![programming latency](programming.svg)', '', '![cold sync](sync.svg)', '');
-  files['programming.svg'] = chart(r, 'Network programming: API write → traffic', 'ms (log)', [
-    { suffix: ' p50', get: (b) => b.programming?.p50 ?? NaN },
-    { suffix: ' p99', get: (b) => b.programming?.p99 ?? NaN, dashed: true },
-  ]);
-  files['sync.svg'] = chart(r, 'Cold full sync (process start → applied)', 'ms (log)', [{ suffix: '', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN) }]);
+    L.push('## 4. Network programming', '');
+    L.push('Write → traffic: the probe Service\'s EndpointSlice is switched between two pods through the API server; a client in `client-n1` connects every 2 ms; latency = from the API server\'s answer to the write until no connection reaches the old pod any more. Cold sync: process start → every object applied (slowest node). Churn: EndpointSlice changes through the API server at the given rate; CPU-seconds (user + system, children included: iptables-restore, nft) of the dataplane process on both nodes from the first write until synced.', '');
+    L.push(scenarioTable(r, [
+      { name: 'write → traffic p50 ms', get: (b) => b.programming?.p50 ?? NaN, fmt: n0 },
+      { name: 'write → traffic p99 ms', get: (b) => b.programming?.p99 ?? NaN, fmt: n0 },
+      { name: 'write → traffic max ms', get: (b) => b.programming?.max ?? NaN, fmt: n0 },
+      { name: 'cold full sync ms', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN), fmt: n0 },
+      { name: 'churn CPU-s, both nodes', get: (b) => sum(b.churn?.cpuSeconds), fmt: (x) => (Number.isFinite(x) ? x.toFixed(2) : '–') },
+      { name: 'churn changes/s achieved', get: (b) => b.churn?.achievedRate ?? NaN, fmt: n1 },
+      { name: 'synced after last change, ms', get: (b) => b.churn?.settleMs ?? NaN, fmt: n0 },
+    ]), '');
+    L.push('![programming latency](programming.svg)', '', '![cold sync](sync.svg)', '');
+    files['programming.svg'] = chart(r, 'Network programming: API write → traffic', 'ms (log)', [
+      { suffix: ' p50', get: (b) => b.programming?.p50 ?? NaN },
+      { suffix: ' p99', get: (b) => b.programming?.p99 ?? NaN, dashed: true },
+    ]);
+    files['sync.svg'] = chart(r, 'Cold full sync (process start → applied)', 'ms (log)', [{ suffix: '', get: (b) => (b.coldSyncMs ? Math.max(b.coldSyncMs.n1, b.coldSyncMs.n2) : NaN) }]);
 
-  L.push('## 5. Memory', '');
-  L.push('Per node (n1; n2 in results.json), after the churn. Each dataplane process runs in its own memory cgroup; "kernel" is the kernel memory charged to it (cgroup v1 `memory.kmem.usage_in_bytes`, v2 `memory.stat` kernel): switchyard\'s BPF maps, kube-proxy\'s iptables or nftables rules (its iptables-restore and nft children run in the same cgroup; x_tables and nf_tables allocate with accounting), and on both sides sockets, page tables and stacks. Total = RSS + kernel (in runs without the cgroup count: RSS + switchyard\'s BPF map memlock, kube-proxy\'s rules uncounted). "BPF maps" is bpftool\'s memlock of every switchyard map, one Maglev table per Service port included, as a cross-check. Rules: nftables rules in the node namespace (iptables-nft rules are nftables rules), or legacy iptables rules (`-A` lines of `iptables-legacy-save`) for kube-proxy iptables on the legacy backend; entries: switchyard\'s BPF map entries, kube-proxy nftables\' set and map elements.', '');
-  L.push(scenarioTable(r, [
-    { name: 'RSS MiB (peak)', get: (b) => b.memory?.rss.n1 ?? NaN, base: (b) => b.memory?.peakRss.n1 ?? NaN, fmt: mib },
-    { name: 'kernel MiB (cgroup)', get: (b) => b.memory?.kernelBytes?.n1 ?? NaN, fmt: mib },
-    { name: 'BPF maps MiB (memlock)', get: (b) => b.memory?.bpfMapBytes?.n1 ?? NaN, fmt: mib },
-    { name: 'total MiB', get: (b) => (b.memory ? memTotal(b.memory, 'n1') : NaN), fmt: mib },
-    { name: 'rules', get: (b) => b.memory?.rules.n1 ?? NaN, fmt: n0 },
-    { name: 'map entries / set elements', get: (b) => (b.memory ? (b.memory.mapEntries?.n1 ?? b.memory.setElements.n1) : NaN), fmt: n0 },
-  ]), '');
-  const big = [...r.blocks].reverse().find((b) => b.dataplane === 'switchyard' && b.memory?.bpfMapBytesByMap);
-  if (big) {
-    const top = Object.entries(big.memory!.bpfMapBytesByMap!).sort((a, b) => b[1] - a[1]).slice(0, 6);
-    L.push(`switchyard's BPF map memory at ${n0(big.services)} Services, largest first: ${top.map(([k, v]) => `${k} ${mib(v)} MiB`).join(', ')}. Hash and LRU maps are allocated whole at their capacity (\`--ct-entries\`, \`--max-backends\`, \`--max-services\`, affinity and reverse-NAT sizes), whatever the number of Services.`, '');
+    L.push('## 5. Memory', '');
+    L.push('Per node (n1; n2 in results.json), after the churn. Each dataplane process runs in its own memory cgroup; "kernel" is the kernel memory charged to it (cgroup v1 `memory.kmem.usage_in_bytes`, v2 `memory.stat` kernel): switchyard\'s BPF maps, kube-proxy\'s iptables or nftables rules (its iptables-restore and nft children run in the same cgroup; x_tables and nf_tables allocate with accounting), and on both sides sockets, page tables and stacks. Total = RSS + kernel (in runs without the cgroup count: RSS + switchyard\'s BPF map memlock, kube-proxy\'s rules uncounted). "BPF maps" is bpftool\'s memlock of every switchyard map, one Maglev table per Service port included, as a cross-check. Rules: nftables rules in the node namespace (iptables-nft rules are nftables rules), or legacy iptables rules (`-A` lines of `iptables-legacy-save`) for kube-proxy iptables on the legacy backend; entries: switchyard\'s BPF map entries, kube-proxy nftables\' set and map elements.', '');
+    L.push(scenarioTable(r, [
+      { name: 'RSS MiB (peak)', get: (b) => b.memory?.rss.n1 ?? NaN, base: (b) => b.memory?.peakRss.n1 ?? NaN, fmt: mib },
+      { name: 'kernel MiB (cgroup)', get: (b) => b.memory?.kernelBytes?.n1 ?? NaN, fmt: mib },
+      { name: 'BPF maps MiB (memlock)', get: (b) => b.memory?.bpfMapBytes?.n1 ?? NaN, fmt: mib },
+      { name: 'total MiB', get: (b) => (b.memory ? memTotal(b.memory, 'n1') : NaN), fmt: mib },
+      { name: 'rules', get: (b) => b.memory?.rules.n1 ?? NaN, fmt: n0 },
+      { name: 'map entries / set elements', get: (b) => (b.memory ? (b.memory.mapEntries?.n1 ?? b.memory.setElements.n1) : NaN), fmt: n0 },
+    ]), '');
+    const heaps = r.blocks.filter((b) => b.dataplane === 'switchyard' && b.memory?.jsHeap);
+    if (heaps.length) {
+      L.push(`Where switchyard's RSS goes (n1, the agent's own process metrics): ${heaps.map((b) => { const h = b.memory!.jsHeap!.n1; return `${n0(b.services)} Services: RSS ${mib(b.memory!.rss.n1)} MiB, V8 heap ${mib(h.total)} MiB of which ${mib(h.used)} MiB live, ${mib(h.external)} MiB outside the heap (buffers)`; }).join('; ')}. The rest is Node.js itself (code, stacks, the allocator's free pages).`, '');
+    }
+    const big = [...r.blocks].reverse().find((b) => b.dataplane === 'switchyard' && b.memory?.bpfMapBytesByMap);
+    if (big) {
+      const top = Object.entries(big.memory!.bpfMapBytesByMap!).sort((a, b) => b[1] - a[1]).slice(0, 6);
+      L.push(`switchyard's BPF map memory at ${n0(big.services)} Services, largest first: ${top.map(([k, v]) => `${k} ${mib(v)} MiB`).join(', ')}. Hash and LRU maps are allocated whole at their capacity (\`--ct-entries\`, \`--max-backends\`, \`--max-services\`, affinity and reverse-NAT sizes), whatever the number of Services.`, '');
+    }
+    L.push('![memory](memory.svg)', '');
+    files['memory.svg'] = chart(r, 'Memory per node (RSS + kernel)', 'MiB (log)', [{ suffix: '', get: (b) => (b.memory ? memTotal(b.memory, 'n1') / 2 ** 20 : NaN) }]);
+
+    L.push('## 6. Maglev against random selection', '');
+    L.push('One of N backends leaves. Maglev (switchyard; table size as the agent picks it, src/maglev) over 200,000 flow hashes; random (kube-proxy iptables `statistic random`, nftables `numgen random`): a flow that is set up again (its conntrack entry gone, or arriving through another node) draws again. "Needlessly" = flows that were not on the backend that left. Balance: largest and smallest backend share over the ideal 1/N.', '');
+    L.push(table(['backends N', 'table size (after)', 'Maglev: flows moved', 'needlessly', 'random: flows moved', 'needlessly', 'Maglev balance max / min', 'random balance max / min'],
+      r.maglev.map((x) => [n0(x.backends), `${x.tableSize} (${x.tableSizeAfter})`, `${(x.maglevMoved * 100).toFixed(1)} %`, `${(x.maglevMovedNeedlessly * 100).toFixed(1)} %`, `${(x.randomMoved * 100).toFixed(1)} %`, `${(x.randomMovedNeedlessly * 100).toFixed(1)} %`,
+        `${x.maglevMaxOverIdeal.toFixed(3)} / ${x.maglevMinOverIdeal.toFixed(3)}`, `${x.randomMaxOverIdeal.toFixed(3)} / ${x.randomMinOverIdeal.toFixed(3)}`]),
+      ['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']), '');
   }
-  L.push('![memory](memory.svg)', '');
-  files['memory.svg'] = chart(r, 'Memory per node (RSS + kernel)', 'MiB (log)', [{ suffix: '', get: (b) => (b.memory ? memTotal(b.memory, 'n1') / 2 ** 20 : NaN) }]);
+  L.push(...kindSection(r));
 
-  L.push('## 6. Maglev against random selection', '');
-  L.push('One of N backends leaves. Maglev (switchyard; table size as the agent picks it, src/maglev) over 200,000 flow hashes; random (kube-proxy iptables `statistic random`, nftables `numgen random`): a flow that is set up again (its conntrack entry gone, or arriving through another node) draws again. "Needlessly" = flows that were not on the backend that left. Balance: largest and smallest backend share over the ideal 1/N.', '');
-  L.push(table(['backends N', 'table size (after)', 'Maglev: flows moved', 'needlessly', 'random: flows moved', 'needlessly', 'Maglev balance max / min', 'random balance max / min'],
-    r.maglev.map((x) => [n0(x.backends), `${x.tableSize} (${x.tableSizeAfter})`, `${(x.maglevMoved * 100).toFixed(1)} %`, `${(x.maglevMovedNeedlessly * 100).toFixed(1)} %`, `${(x.randomMoved * 100).toFixed(1)} %`, `${(x.randomMovedNeedlessly * 100).toFixed(1)} %`,
-      `${x.maglevMaxOverIdeal.toFixed(3)} / ${x.maglevMinOverIdeal.toFixed(3)}`, `${x.randomMaxOverIdeal.toFixed(3)} / ${x.randomMinOverIdeal.toFixed(3)}`]),
-    ['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']), '');
-
-  L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
-  if (r.runs && r.runs.length > 1) {
-    L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) === machineKey(r.runs![0].machine) ? '' : ' (**another machine**)'}`]), ['---:', '---', '---', '---', '---']), '');
+  if (lab) {
+    L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
+    if (r.runs && r.runs.length > 1) {
+      L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) === machineKey(r.runs![0].machine) ? '' : ' (**another machine**)'}`]), ['---:', '---', '---', '---', '---']), '');
+    }
+    L.push(table(['#', 'Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], r.blocks.map((b) => [
+      String(b.order + 1), n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
+      b.loadAverageAtStart ? b.loadAverageAtStart.map((x) => x.toFixed(2)).join(' / ') : '–', b.seconds ? dur(b.seconds) : '–',
+      [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|'),
+    ]), ['---:', '---:', '---', '---:', '---', '---', '---:', '---']), '');
   }
-  L.push(table(['#', 'Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], r.blocks.map((b) => [
-    String(b.order + 1), n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
-    b.loadAverageAtStart ? b.loadAverageAtStart.map((x) => x.toFixed(2)).join(' / ') : '–', b.seconds ? dur(b.seconds) : '–',
-    [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|'),
-  ]), ['---:', '---:', '---', '---:', '---', '---', '---:', '---']), '');
   const creates = r.phases.filter((p) => p.name.startsWith('create ') || p.name === 'lab up');
   if (creates.length) L.push(`Set-up: ${creates.map((p) => `${p.name} ${dur(p.seconds)}`).join(', ')}.`, '');
   files['report.md'] = L.join('\n');

@@ -8,6 +8,7 @@
  *        [--latency-count N] [--rate-seconds S] [--concurrency C] [--conntrack-connections N]
  *        [--reps N] [--churn-rate R] [--churn-seconds S] [--sync-timeout MIN]
  *        [--resume DIR] [--only DATAPLANE@SCALE,…] [--etcd-dir DIR] [--quiet-load 1] [--quiet-wait MIN]
+ *        [--cluster lab|kind]
  *   node dist/harness/bench/report.js --render DIR/results.json     (rewrites report.md and the charts)
  *
  * Blocks survive a stop: each block (one dataplane at one scale) is written to
@@ -53,13 +54,16 @@
  *               CPU-seconds of the dataplane processes until synced
  *   memory      RSS (and peak) of the agent / kube-proxy, switchyard's BPF map
  *               memory and entries, nftables rules and set elements
- * and, once, Maglev against random selection (src/maglev: flows that move when
+ * With --cluster kind the blocks run on a kind cluster built here instead
+ * (harness/bench/kind.ts: cold sync, east-west, programming, memory; kube-proxy
+ * as kind runs it) and go to the report's kind section.
+ *
+ * And, once, Maglev against random selection (src/maglev: flows that move when
  * one of N backends leaves, balance). Writes results.json, report.md and SVG
  * charts to harness/bench/results/<date>-<host>/ (or --out). Asserts nothing about the
  * figures; a goals table computes met/missed from them.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import https from 'node:https';
 import { cpus, hostname, loadavg, totalmem } from 'node:os';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -73,8 +77,11 @@ import { KubeProxy, flushLegacyIptables, legacyIptablesRules, type IptablesBacke
 import { endpointSlice, service } from '../lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../../src/maglev/index.js';
-import { DATAPLANES, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results } from './results.js';
+import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results } from './results.js';
 import { renderReport } from './render.js';
+import { Api } from './api.js';
+import { runKind } from './kind.js';
+import { k8sBins } from '../lab/k8sbins.js';
 
 const { values: argv } = parseArgs({
   options: {
@@ -101,6 +108,7 @@ const { values: argv } = parseArgs({
     'quiet-load': { type: 'string', default: '1' },
     'quiet-wait': { type: 'string', default: '15' },
     'etcd-dir': { type: 'string' },
+    cluster: { type: 'string', default: 'lab' },
   },
 });
 
@@ -265,120 +273,6 @@ function baseObjects(): object[] {
     service('probe', { clusterIPs: [PROBE_VIP], ports: [{ name: 'tcp', port: 80, targetPort: 8080 }] }),
     probeSlice(PROBE_PODS[0]),
   ];
-}
-
-/** The default namespace's collection of Services or EndpointSlices in the API. */
-const collectionPath = (kind: string) => (kind === 'Service' ? '/api/v1/namespaces/default/services' : '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices');
-
-/** A keep-alive HTTPS client for the admin user (bulk creation and churn are thousands of requests). */
-class Api {
-  private agent: https.Agent;
-  /** Highest resourceVersion seen per resource: what the dataplanes must have applied. */
-  readonly maxRv = { services: 0n, endpointslices: 0n };
-  constructor(private readonly cpl: ControlPlane) {
-    this.agent = new https.Agent({
-      keepAlive: true, maxSockets: 16,
-      ca: readFileSync(join(cpl.dir, 'ca.crt')), cert: readFileSync(join(cpl.dir, 'admin.crt')), key: readFileSync(join(cpl.dir, 'admin.key')),
-    });
-  }
-  call(method: string, path: string, body?: object, contentType = 'application/json'): Promise<any> {
-    return new Promise((resolve, reject) => {
-      const data = body ? Buffer.from(JSON.stringify(body)) : undefined;
-      const req = https.request(
-        { host: '127.0.0.1', port: this.cpl.opts.adminPort, path, method, agent: this.agent, headers: { 'content-type': contentType, ...(data ? { 'content-length': data.length } : {}) } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c) => chunks.push(c));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString();
-            if ((res.statusCode ?? 0) >= 300) return reject(new Error(`${method} ${path}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`));
-            const j = JSON.parse(text);
-            const rv = j?.metadata?.resourceVersion;
-            if (rv) {
-              const k = j.kind === 'Service' ? 'services' : j.kind === 'EndpointSlice' ? 'endpointslices' : undefined;
-              if (k && BigInt(rv) > this.maxRv[k]) this.maxRv[k] = BigInt(rv);
-            }
-            resolve(j);
-          });
-        },
-      );
-      req.on('error', reject);
-      req.setTimeout(60_000, () => req.destroy(new Error(`${method} ${path}: timeout`)));
-      req.end(data);
-    });
-  }
-  /**
-   * Creates one object. A busy API server's answers that say "try again" (429, 5xx, a timeout, a
-   * dropped connection) are retried with backoff, each logged; a retried create whose first try
-   * had in fact landed (409) reads the object instead.
-   */
-  async create(o: any): Promise<any> {
-    const base = collectionPath(o.kind);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.call('POST', base, o);
-      } catch (e) {
-        const msg = (e as Error).message;
-        if (attempt > 1 && / HTTP 409:/.test(msg)) return this.call('GET', `${base}/${o.metadata.name}`);
-        if (attempt >= 6 || !/ HTTP (429|5\d\d):|timeout|ECONNRESET|EPIPE|socket hang up/.test(msg)) throw e;
-        log(`  retrying ${o.kind} ${o.metadata.name} (${msg.slice(0, 160)})`);
-        await sleep(500 * 2 ** attempt);
-      }
-    }
-  }
-  /**
-   * Makes the object exactly this (a kept etcd may hold an older version, e.g. the probe's slice
-   * switched to the other pod): created, or replaced when it exists.
-   */
-  async ensure(o: any): Promise<any> {
-    const base = collectionPath(o.kind);
-    // Read first: a create of a Service whose ClusterIP is taken (by itself) fails validation (422) before any name conflict.
-    let cur: any;
-    try {
-      cur = await this.call('GET', `${base}/${o.metadata.name}`);
-    } catch (e) {
-      if (!/ HTTP 404:/.test((e as Error).message)) throw e;
-      return this.call('POST', base, o);
-    }
-    return this.call('PUT', `${base}/${o.metadata.name}`, { ...o, metadata: { ...o.metadata, resourceVersion: cur.metadata.resourceVersion } });
-  }
-  /** Names of the default namespace's Services or EndpointSlices (a kept etcd's objects), listed in pages; records their newest resourceVersion. */
-  async names(kind: 'Service' | 'EndpointSlice'): Promise<Set<string>> {
-    const base = collectionPath(kind);
-    const k = kind === 'Service' ? 'services' : 'endpointslices';
-    const out = new Set<string>();
-    let token = '';
-    do {
-      const page = await this.call('GET', `${base}?limit=5000${token ? `&continue=${encodeURIComponent(token)}` : ''}`);
-      for (const i of page.items ?? []) {
-        out.add(i.metadata.name);
-        const rv = BigInt(i.metadata.resourceVersion);
-        if (rv > this.maxRv[k]) this.maxRv[k] = rv;
-      }
-      token = page.metadata?.continue ?? '';
-    } while (token);
-    return out;
-  }
-  async createAll(objects: object[], concurrency = 16, onProgress?: (done: number) => void): Promise<void> {
-    let next = 0;
-    let done = 0;
-    const worker = async () => {
-      while (next < objects.length) {
-        await this.create(objects[next++]);
-        if (++done % 2000 === 0) onProgress?.(done);
-      }
-    };
-    await Promise.all(Array.from({ length: concurrency }, worker));
-  }
-  patchSlice(name: string, endpoints: object[]): Promise<any> {
-    return this.call('PATCH', `/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/${name}`, { endpoints }, 'application/merge-patch+json');
-  }
-  close(): void {
-    this.agent.destroy();
-  }
-  want(): { services: string; endpointslices: string } {
-    return { services: this.maxRv.services.toString(), endpointslices: this.maxRv.endpointslices.toString() };
-  }
 }
 
 // ----------------------------------------------------------------------------- processes
@@ -742,7 +636,9 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
   if (r.dp === 'switchyard') {
     out.bpfMapBytes = {} as PerNode;
     out.mapEntries = {} as PerNode;
+    out.jsHeap = {} as PerNode<{ used: number; total: number; external: number }>;
     for (const n of NODES) {
+      out.jsHeap[n] = jsHeapOf(String((await lab.agentGet(n, '/metrics')).body));
       const st = (await lab.agentGet(n, '/v1/status')).body;
       const b = bpfMaps(n, st);
       out.bpfMapBytes[n] = b.bytes;
@@ -870,6 +766,63 @@ async function waitQuietMachine(): Promise<{ quiet: boolean; load: number[] }> {
   }
 }
 
+/** The report's results: DIR's (--resume), with this run added, or new. */
+function loadResults(dir: string, command: string, kubeProxyBin: string): { results: Results; runNo: number } {
+  const thisRun = { command, startedAt: new Date().toISOString(), machine: machine(kubeProxyBin) };
+  let results: Results;
+  if (argv.resume) {
+    results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as Results;
+    for (const k of ['endpoints', 'latencyCount', 'rateSeconds', 'concurrency', 'conntrackConnections', 'reps', 'churnRate', 'churnSeconds', 'iptablesBackend'] as const) {
+      if (results.options[k] !== undefined && results.options[k] !== opts[k]) throw new Error(`--resume ${dir}: its ${k} is ${results.options[k]}, this run's ${opts[k]}: figures made so would not compare (give the same options)`);
+    }
+    results.runs ??= [{ command: results.command, startedAt: results.startedAt, finishedAt: results.finishedAt, machine: results.machine }];
+    results.runs.push(thisRun);
+    results.options.scales = [...new Set([...results.options.scales, ...opts.scales])].sort((a, b) => a - b);
+    results.options.dataplanes = DATAPLANES.filter((d) => results.options.dataplanes.includes(d) || opts.dataplanes.includes(d));
+    delete results.finishedAt;
+  } else {
+    results = { version: 1, command, startedAt: thisRun.startedAt, quick, options: { ...opts }, machine: thisRun.machine, runs: [thisRun], blocks: [], maglev: [], phases: [] };
+  }
+  return { results, runNo: results.runs!.length - 1 };
+}
+
+/** --cluster kind: the blocks asked for, on a kind cluster (harness/bench/kind.ts), into the report's kind section. */
+async function kindMain(dir: string, command: string): Promise<void> {
+  const { results, runNo } = loadResults(dir, command, k8sBins().kubeProxy);
+  const kindBlocks = results.kind?.blocks ?? [];
+  const todo = opts.scales.flatMap((scale) => opts.dataplanes
+    .filter((dp) => (only ? only.some((o) => o.dp === dp && o.scale === scale) : true))
+    .filter((dp) => !kindBlocks.some((b) => b.dataplane === dp && b.services === scale && !b.error))
+    .map((dp) => ({ dp, scale })));
+  if (todo.length === 0) {
+    log(`nothing to do: ${dir} has every kind block asked for`);
+    write(dir, results);
+    return;
+  }
+  log(`kind: ${todo.length} blocks: ${todo.map((t) => `${t.dp}@${t.scale}`).join(', ')}`);
+  // A kind cluster's own control plane keeps a 2-CPU machine near a load of 1: a block waits for it to fall below one more than --quiet-load.
+  const kindQuiet = async () => {
+    const deadline = Date.now() + quietWaitMin * 60_000;
+    for (;;) {
+      const load = loadavg().map((x) => +x.toFixed(2));
+      if (load[0] < quietLoad + 1) return { quiet: true, load };
+      if (Date.now() >= deadline) return { quiet: false, load };
+      await sleep(10_000);
+    }
+  };
+  await runKind({
+    opts: { scales: opts.scales.filter((s) => todo.some((t) => t.scale === s)), endpoints: E, dataplanes: opts.dataplanes, latencyCount: opts.latencyCount, rateSeconds: opts.rateSeconds, concurrency: opts.concurrency, reps: opts.reps, syncTimeoutMin: opts.syncTimeoutMin },
+    todo, results, runNo, log,
+    save: () => write(dir, results),
+    waitQuietMachine: kindQuiet, quietLoad: quietLoad + 1, quietWaitMin,
+  });
+  results.finishedAt = new Date().toISOString();
+  results.runs![runNo].finishedAt = results.finishedAt;
+  results.runs![runNo].machine.loadAverageEnd = loadavg().map((x) => +x.toFixed(2));
+  write(dir, results);
+  log(`done: ${join(dir, 'report.md')}`);
+}
+
 async function main(): Promise<void> {
   if (argv.render) {
     const r = JSON.parse(readFileSync(argv.render, 'utf8')) as Results;
@@ -885,25 +838,12 @@ async function main(): Promise<void> {
   const dir = outDir();
   const command = ['node', 'dist/harness/bench/report.js', ...process.argv.slice(2)].join(' ');
   log(`benchmark report → ${dir}${argv.resume ? ' (resumed)' : ''}`);
+  if (argv.cluster === 'kind') return kindMain(dir, command);
+  if (argv.cluster !== 'lab') throw new Error(`--cluster: lab or kind, got ${argv.cluster}`);
 
   const etcdData = etcdDir ? keptEtcd(etcdDir, opts.scales[0]) : undefined;
   cp = new ControlPlane(lab, { adminPort: base, agentPort: base + 1, ...(etcdData ? { etcdDataDir: etcdData } : {}) });
-  const thisRun = { command, startedAt: new Date().toISOString(), machine: machine(cp.bins.kubeProxy) };
-  let results: Results;
-  if (argv.resume) {
-    results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as Results;
-    for (const k of ['endpoints', 'latencyCount', 'rateSeconds', 'concurrency', 'conntrackConnections', 'reps', 'churnRate', 'churnSeconds', 'iptablesBackend'] as const) {
-      if (results.options[k] !== undefined && results.options[k] !== opts[k]) throw new Error(`--resume ${dir}: its ${k} is ${results.options[k]}, this run's ${opts[k]}: figures made so would not compare (give the same options)`);
-    }
-    results.runs ??= [{ command: results.command, startedAt: results.startedAt, finishedAt: results.finishedAt, machine: results.machine }];
-    results.runs.push(thisRun);
-    results.options.scales = [...new Set([...results.options.scales, ...opts.scales])].sort((a, b) => a - b);
-    results.options.dataplanes = DATAPLANES.filter((d) => results.options.dataplanes.includes(d) || opts.dataplanes.includes(d));
-    delete results.finishedAt;
-  } else {
-    results = { version: 1, command, startedAt: thisRun.startedAt, quick, options: { ...opts }, machine: thisRun.machine, runs: [thisRun], blocks: [], maglev: [], phases: [] };
-  }
-  const runNo = results.runs!.length - 1;
+  const { results, runNo } = loadResults(dir, command, cp.bins.kubeProxy);
   // The blocks this run makes: those asked for that the report does not have, or that failed there.
   const wanted = (dp: Dataplane, scale: number) => (only ? only.some((o) => o.dp === dp && o.scale === scale) : opts.dataplanes.includes(dp) && opts.scales.includes(scale));
   const have = (dp: Dataplane, scale: number) => results.blocks.some((b) => b.dataplane === dp && b.services === scale && !b.error);
@@ -939,7 +879,7 @@ async function main(): Promise<void> {
   });
   const blocksTotal = todo.length;
   log(`scales ${opts.scales.join(', ')} Services × ${E} endpoints; ${blocksTotal} blocks: ${todo.map((t) => `${t.dp}@${t.scale}`).join(', ')}`);
-  const api = new Api(cp);
+  const api = new Api({ host: '127.0.0.1', port: cp.opts.adminPort, ca: readFileSync(join(cp.dir, 'ca.crt')), cert: readFileSync(join(cp.dir, 'admin.crt')), key: readFileSync(join(cp.dir, 'admin.key')) }, log);
   await phase('base objects', async () => {
     for (const o of baseObjects()) await api.ensure(o);
   });

@@ -96,6 +96,8 @@ export interface BlockResult {
     bpfMapBytesByMap?: Record<string, number>;
     /** switchyard: entries in its BPF maps. */
     mapEntries?: PerNode;
+    /** switchyard: the agent's JavaScript heap (its prom-client process metrics): used and total V8 heap, memory outside it (buffers). */
+    jsHeap?: PerNode<{ used: number; total: number; external: number }>;
     /** nftables rules in the node's namespace (iptables-nft rules are nftables rules), plus legacy iptables rules for kube-proxy iptables on the legacy backend. */
     rules: PerNode;
     /** Elements of nftables sets and maps (kube-proxy's nftables mode keeps Services in maps). */
@@ -170,6 +172,11 @@ export interface Results {
   };
   machine: Machine;
   blocks: BlockResult[];
+  /**
+   * Blocks run on a kind cluster (report.js --cluster kind, harness/bench/kind.ts): cold sync,
+   * east-west, programming and memory; n1 and n2 are the two workers.
+   */
+  kind?: { options: { scales: number[]; dataplanes: Dataplane[] }; cluster?: string; blocks: BlockResult[] };
   maglev: MaglevResult[];
   /** Progress/estimate bookkeeping: seconds each phase took. */
   phases: { name: string; seconds: number }[];
@@ -201,4 +208,10 @@ export function runOf(r: Results, b: BlockResult): RunInfo {
 /** Whether a ratio between two blocks means anything: both measured on the same machine. */
 export function comparable(r: Results, a: BlockResult, b: BlockResult): boolean {
   return machineKey(runOf(r, a).machine) === machineKey(runOf(r, b).machine);
+}
+
+/** The agent's JavaScript heap from its /metrics text (prom-client's default process metrics). */
+export function jsHeapOf(metrics: string): { used: number; total: number; external: number } {
+  const v = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
+  return { used: v('nodejs_heap_size_used_bytes'), total: v('nodejs_heap_size_total_bytes'), external: v('nodejs_external_memory_bytes') };
 }

@@ -152,44 +152,19 @@ export class KubeProxy {
 
   /** Per IP family: the last time a change was queued and the last time rules were synced (s). */
   syncState(): Record<string, { queued: number; synced: number }> {
-    const out: Record<string, { queued: number; synced: number }> = {};
-    for (const line of this.metricsText().split('\n')) {
-      const m = /^kubeproxy_sync_proxy_rules_last_(queued_)?timestamp_seconds\{ip_family="(IPv[46])"\} (\S+)$/.exec(line);
-      if (!m) continue;
-      const f = (out[m[2]] ??= { queued: 0, synced: 0 });
-      if (m[1]) f.queued = Number(m[3]);
-      else f.synced = Number(m[3]);
-    }
-    return out;
+    return kubeProxySyncState(this.metricsText());
   }
 
   /**
    * Waits until kube-proxy has queued a change after `sinceMs` (wall clock),
    * has synced everything it queued, and nothing new was queued for `quietMs`.
    */
-  async waitSynced(sinceMs: number, timeoutMs = 60_000, quietMs = 1500): Promise<number> {
-    const t0 = Date.now();
-    let lastQueued = -1;
-    let quietSince = Date.now();
-    let st: Record<string, { queued: number; synced: number }> = {};
-    while (Date.now() - t0 < timeoutMs) {
-      try {
-        st = this.syncState();
-      } catch {
-        st = {};
-      }
-      const fams = Object.values(st);
-      const queued = Math.max(0, ...fams.map((f) => f.queued));
-      if (queued !== lastQueued) {
-        lastQueued = queued;
-        quietSince = Date.now();
-      }
-      const done = fams.length > 0 && queued * 1000 >= sinceMs && fams.every((f) => f.synced >= f.queued);
-      if (done && Date.now() - quietSince >= quietMs) return Date.now() - t0;
+  waitSynced(sinceMs: number, timeoutMs = 60_000, quietMs = 1500): Promise<number> {
+    return waitKubeProxySynced(`kube-proxy on ${this.node}`, () => this.metricsText(), () => {
       if (!this.alive()) throw new Error(`kube-proxy on ${this.node} exited:\n${this.log()}`);
-      await sleep(100);
-    }
-    throw new Error(`kube-proxy on ${this.node} did not sync within ${timeoutMs} ms (${JSON.stringify(st)}):\n${this.log()}`);
+    }, sinceMs, timeoutMs, quietMs).catch((e: Error) => {
+      throw /exited/.test(e.message) ? e : new Error(`${e.message}:\n${this.log()}`);
+    });
   }
 
   alive(): boolean {
@@ -218,4 +193,47 @@ export function rssOf(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for pid ${pid}`);
   return Number(m[1]) * 1024;
+}
+
+/** From kube-proxy's metrics, per IP family: the last time a change was queued and the last time rules were synced (s). */
+export function kubeProxySyncState(metrics: string): Record<string, { queued: number; synced: number }> {
+  const out: Record<string, { queued: number; synced: number }> = {};
+  for (const line of metrics.split('\n')) {
+    const m = /^kubeproxy_sync_proxy_rules_last_(queued_)?timestamp_seconds\{ip_family="(IPv[46])"\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const f = (out[m[2]] ??= { queued: 0, synced: 0 });
+    if (m[1]) f.queued = Number(m[3]);
+    else f.synced = Number(m[3]);
+  }
+  return out;
+}
+
+/**
+ * Waits until a kube-proxy (its metrics read by `metrics`) has queued a change after `sinceMs`
+ * (wall clock), has synced everything it queued, and nothing new was queued for `quietMs`.
+ * `check` throws when the process is gone. Returns the ms waited.
+ */
+export async function waitKubeProxySynced(what: string, metrics: () => string, check: () => void, sinceMs: number, timeoutMs: number, quietMs: number): Promise<number> {
+  const t0 = Date.now();
+  let lastQueued = -1;
+  let quietSince = Date.now();
+  let st: Record<string, { queued: number; synced: number }> = {};
+  while (Date.now() - t0 < timeoutMs) {
+    try {
+      st = kubeProxySyncState(metrics());
+    } catch {
+      st = {};
+    }
+    const fams = Object.values(st);
+    const queued = Math.max(0, ...fams.map((f) => f.queued));
+    if (queued !== lastQueued) {
+      lastQueued = queued;
+      quietSince = Date.now();
+    }
+    const done = fams.length > 0 && queued * 1000 >= sinceMs && fams.every((f) => f.synced >= f.queued);
+    if (done && Date.now() - quietSince >= quietMs) return Date.now() - t0;
+    check();
+    await sleep(100);
+  }
+  throw new Error(`${what} did not sync within ${timeoutMs} ms (${JSON.stringify(st)})`);
 }

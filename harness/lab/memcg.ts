@@ -36,6 +36,16 @@ export class MemCgroup {
     return new MemCgroup(fresh(join(root, name)), 2);
   }
 
+  /** The memory cgroup a running process is in (a pod's container, say), from /proc/PID/cgroup as this machine sees it. */
+  static ofPid(pid: number): MemCgroup {
+    const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').filter(Boolean);
+    const v1 = lines.map((l) => l.split(':')).find((f) => f.length >= 3 && f[1].split(',').includes('memory'));
+    if (v1) return new MemCgroup(join('/sys/fs/cgroup/memory', v1.slice(2).join(':')), 1);
+    const v2 = lines.find((l) => l.startsWith('0::'));
+    if (!v2) throw new Error(`process ${pid}: in no memory cgroup (${lines.join('; ')})`);
+    return new MemCgroup(join(findCgroup2Root(), v2.slice(3)), 2);
+  }
+
   /** Shell that moves the shell itself into this cgroup (run before exec: everything after is charged here). */
   joinShell(): string {
     return `echo $$ > '${this.path}/cgroup.procs'`;

@@ -5,6 +5,9 @@
  *   netbench server --port P --name NAME
  *       epoll HTTP server: reads one request, answers "200 OK" with body
  *       "NAME\n" and closes the connection (every request is a new connection).
+ *       A first line that is not HTTP ("hi\n", as trace sends) is answered
+ *       with the line "NAME\n": one server is both a benchmark backend and a
+ *       trace target (the kind benchmark's pods).
  *
  *   netbench client --target LABEL[@SRCIP]=IP:PORT[,IP:PORT...] ... [--mode latency|rate]
  *                   [--count N] [--block B] [--warmup W]            (latency mode)
@@ -80,6 +83,8 @@ static __attribute__((noreturn)) void server(int port, const char *name) {
 	int rlen = snprintf(resp, sizeof resp,
 			    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
 			    body, name);
+	char line[300];
+	int llen = snprintf(line, sizeof line, "%s\n", name);
 	signal(SIGPIPE, SIG_IGN);
 	int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (ls < 0) die("socket");
@@ -118,6 +123,12 @@ static __attribute__((noreturn)) void server(int port, const char *name) {
 					c->buf[c->used] = 0;
 					if (strstr(c->buf, "\r\n\r\n")) {
 						if (write(c->fd, resp, rlen) < 0) { /* peer gone */ }
+						done = 1;
+						break;
+					}
+					/* A line that is no HTTP request line: the trace protocol. */
+					if (strchr(c->buf, '\n') && !strstr(c->buf, " HTTP/")) {
+						if (write(c->fd, line, llen) < 0) { /* peer gone */ }
 						done = 1;
 						break;
 					}
