@@ -126,6 +126,27 @@ versions() {
   NODE_IMAGE=$REPO/node:$KUBE_VERSION
 }
 
+# A Debian bookworm minbase with these packages (comma-separated), made once and kept in DIR.
+bookworm_rootfs() { # dir packages
+  local dir=$1 pkgs=$2 logf
+  [ -f "$dir/.complete" ] && return
+  logf=$dir.debootstrap.log
+  log "debootstrap bookworm ($pkgs) into $dir"
+  rm -rf "$dir"
+  debootstrap --variant=minbase --include="$pkgs" bookworm "$dir" http://deb.debian.org/debian >"$logf" 2>&1 \
+    || { tail -20 "$logf" >&2; die "debootstrap failed ($logf)"; }
+  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc "$dir"/usr/share/man
+  touch "$dir/.complete"
+}
+
+# A working container (ctr) holding a copy of a root file system, mounted at mnt (the caller's locals).
+from_rootfs() { # dir
+  ctr=$(buildah from scratch)
+  CLEANUP+=("buildah rm $ctr")
+  mnt=$(buildah mount "$ctr")
+  tar -C "$1" --exclude=./.complete -cf - . | tar -C "$mnt" -xf -
+}
+
 # kube-proxy as kind's own node images carry it (kubeadm's addon runs $REPO/kube-proxy:<version>;
 # the kind benchmark installs it that way): the binary from the pinned module on a Debian bookworm
 # minbase with iptables, nftables and conntrack, as the upstream image (distroless-iptables, built
@@ -134,19 +155,8 @@ kube_proxy_image() {
   local img=$REPO/kube-proxy:$KUBE_VERSION rootfs=$CACHE/rootfs-kube-proxy sum ctr mnt
   sum=$(sha256sum "$BINS/kube-proxy" scripts/kind.sh | sha256sum | cut -c1-64)
   if [ "$(podman image inspect --format '{{index .Annotations "switchyard.kind/input"}}' "$img" 2>/dev/null)" = "$sum" ]; then return; fi
-  if [ ! -f "$rootfs/.complete" ]; then
-    log "debootstrap bookworm (iptables, nftables, conntrack) into $rootfs"
-    rm -rf "$rootfs"
-    debootstrap --variant=minbase --include=iptables,nftables,conntrack,kmod,iproute2 \
-      bookworm "$rootfs" http://deb.debian.org/debian >"$CACHE/debootstrap-kube-proxy.log" 2>&1 \
-      || { tail -20 "$CACHE/debootstrap-kube-proxy.log" >&2; die "debootstrap failed ($CACHE/debootstrap-kube-proxy.log)"; }
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc "$rootfs"/usr/share/man
-    touch "$rootfs/.complete"
-  fi
-  ctr=$(buildah from scratch)
-  CLEANUP+=("buildah rm $ctr")
-  mnt=$(buildah mount "$ctr")
-  tar -C "$rootfs" --exclude=./.complete -cf - . | tar -C "$mnt" -xf -
+  bookworm_rootfs "$rootfs" iptables,nftables,conntrack,kmod,iproute2
+  from_rootfs "$rootfs"
   install -D -m 0755 "$BINS/kube-proxy" "$mnt/usr/local/bin/kube-proxy"
   buildah umount "$ctr" >/dev/null
   buildah config --annotation "switchyard.kind/input=$sum" --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -179,20 +189,8 @@ node_image() {
     return
   fi
   rootfs=$CACHE/rootfs-bookworm
-  if [ ! -f "$rootfs/.complete" ]; then
-    log "debootstrap bookworm (systemd, containerd, runc, CNI plugins, iptables) into $rootfs"
-    rm -rf "$rootfs"
-    debootstrap --variant=minbase \
-      --include=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,iproute2,ethtool,socat,conntrack,kmod,procps,util-linux,mount,ca-certificates,libseccomp2,bash,ebtables,ipset,e2fsprogs \
-      bookworm "$rootfs" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
-      || { tail -20 "$CACHE/debootstrap.log" >&2; die "debootstrap failed ($CACHE/debootstrap.log)"; }
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc "$rootfs"/usr/share/man
-    touch "$rootfs/.complete"
-  fi
-  ctr=$(buildah from scratch)
-  CLEANUP+=("buildah rm $ctr")
-  mnt=$(buildah mount "$ctr")
-  tar -C "$rootfs" --exclude=./.complete -cf - . | tar -C "$mnt" -xf -
+  bookworm_rootfs "$rootfs" systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,iproute2,ethtool,socat,conntrack,kmod,procps,util-linux,mount,ca-certificates,libseccomp2,bash,ebtables,ipset,e2fsprogs
+  from_rootfs "$rootfs"
   local n=harness/kind/node
   install -m 0755 "$BINS/kubeadm" "$BINS/kubelet" "$BINS/kubectl" "$mnt/usr/bin/"
   install -m 0755 "$CRICTL" "$mnt/usr/local/bin/"

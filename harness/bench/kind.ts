@@ -37,6 +37,7 @@ import { MemCgroup } from '../lab/memcg.js';
 import { KindCluster, kindScript } from '../kind/kind.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { Api, apiFromKubeconfig } from './api.js';
+import { waitSettled } from './settle.js';
 import { jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
 
 const NODES = ['n1', 'n2'] as const;
@@ -323,20 +324,8 @@ export async function runKind(ctx: KindBenchContext): Promise<void> {
         await api.patchSlice('probe-0', probeEndpoints(to), NS);
         const acked = Date.now();
         probeAt = 1 - probeAt;
-        let settled: number | null = null;
-        for (;;) {
-          await sleep(50);
-          const evs = events.filter(([w]) => w >= acked);
-          let lastBad = -1;
-          evs.forEach(([, v], k) => { if (v !== to) lastBad = k; });
-          const good = evs.slice(lastBad + 1);
-          if (good.length > 0 && good[good.length - 1][0] - good[0][0] >= 300) {
-            settled = Math.round(Math.max(0, good[0][0] - acked));
-            failed += evs.slice(0, lastBad + 1).filter(([, v]) => !v.startsWith('be-')).length;
-            break;
-          }
-          if (Date.now() - acked > 120_000) break;
-        }
+        const { settled, failed: f } = await waitSettled(events, acked, to, (v) => v.startsWith('be-'));
+        failed += f;
         samples.push(settled);
         await sleep(1100);
       }

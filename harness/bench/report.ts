@@ -80,6 +80,7 @@ import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../../src/
 import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results } from './results.js';
 import { renderReport } from './render.js';
 import { Api } from './api.js';
+import { waitSettled } from './settle.js';
 import { runKind } from './kind.js';
 import { k8sBins } from '../lab/k8sbins.js';
 
@@ -492,21 +493,8 @@ async function programmingScenario(api: Api, _r: Running): Promise<NonNullable<B
       await api.patchSlice('probe-0', (probeSlice(target) as any).endpoints);
       const acked = Date.now();
       probeAt = 1 - probeAt;
-      // Settled: the last attempt that was not `target` is followed by ≥ 300 ms of attempts all reaching `target`.
-      let settled: number | null = null;
-      for (;;) {
-        await sleep(50);
-        const evs = trace.events.filter(([w]) => w >= acked);
-        let lastBad = -1;
-        evs.forEach(([, v], k) => { if (v !== target) lastBad = k; });
-        const good = evs.slice(lastBad + 1);
-        if (good.length > 0 && good[good.length - 1][0] - good[0][0] >= 300) {
-          settled = Math.round(Math.max(0, good[0][0] - acked));
-          failed += evs.slice(0, lastBad + 1).filter(([, v]) => !v.startsWith('web-')).length;
-          break;
-        }
-        if (Date.now() - acked > 120_000) break;
-      }
+      const { settled, failed: f } = await waitSettled(trace.events, acked, target, (v) => v.startsWith('web-'));
+      failed += f;
       samples.push(settled);
       // kube-proxy syncs at most once per minSyncPeriod (1 s): start the next change after it.
       await sleep(1100);

@@ -67,7 +67,7 @@ export class KindCluster extends Kube {
 
   /** A command in the node's network namespace with this machine's tools (bpftool, tc). */
   inNodeNetns(node: string, cmd: string[]): string {
-    return execFileSync('nsenter', [`--net=/proc/${this.nodePid(node)}/ns/net`, '--', ...cmd], { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('nsenter', [`--net=/proc/${this.nodePid(node)}/ns/net`, '--', ...cmd], { encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 30 });
   }
 
   /**

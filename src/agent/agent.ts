@@ -60,6 +60,8 @@ export interface AgentDeps {
   reaperUnavailable?: string;
   /** How the preallocated tables were sized (src/dataplane/sizing.ts), for /v1/status. */
   mapSizing?: MapSizing;
+  /** Gives the freed heap back after large applies (src/agent/heap.ts); told of every apply. */
+  heap?: { applied(): void; stop(): void };
 }
 
 const RETRY_MAX_MS = 30_000;
@@ -180,6 +182,7 @@ export class Agent {
     this.retryTimer = undefined;
     await this.d.source.stop();
     this.namesWriter.stop();
+    this.d.heap?.stop();
   }
 
   /** Desired state vs the maps, entry by entry (the reconciler's drift()); undefined before the first sync. */
@@ -472,6 +475,7 @@ export class Agent {
         },
         'applied',
       );
+      this.d.heap?.applied();
     } catch (e) {
       metrics.syncErrors.inc();
       this.healthState.syncFailed(this.now(), (e as Error).message);

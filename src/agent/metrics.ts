@@ -41,6 +41,9 @@ export function agentMetrics(registry: Registry) {
     modelRebuilds: new Counter({ name: 'switchyard_model_rebuilds_total', help: 'Desired state rebuilt from every object instead of the changed ones, by reason (full: first snapshot, relist or a source without deltas; node: labels or addresses of this Node changed).', labelNames: ['reason'], registers: [registry] }),
     syncErrors: new Counter({ name: 'switchyard_sync_errors_total', help: 'Entries that could not be written to the maps (map full, …).', registers: [registry] }),
     writes: new Counter({ name: 'switchyard_map_writes_total', help: 'Entries written, by kind (backend, maglev_table, service, name).', labelNames: ['kind'], registers: [registry] }),
+    heapReclaims: new Counter({ name: 'switchyard_heap_reclaims_total', help: 'Memory-reducing full collections after large applies (--heap-reclaim).', registers: [registry] }),
+    heapReclaimPause: new Gauge({ name: 'switchyard_heap_reclaim_pause_seconds', help: 'How long the last heap reclaim held the event loop.', registers: [registry] }),
+    heapReclaimedBytes: new Counter({ name: 'switchyard_heap_reclaimed_bytes_total', help: 'Resident memory given back by heap reclaims.', registers: [registry] }),
     resyncs: new Counter({ name: 'switchyard_resyncs_total', help: 'Periodic comparisons of the maps with the desired state, by result (in_sync, repaired).', labelNames: ['result'], registers: [registry] }),
     driftEntries: new Counter({ name: 'switchyard_drift_entries_total', help: 'Map entries found drifted from the desired state (and repaired) by the periodic resync.', registers: [registry] }),
     // Kubernetes API source (src/source/kube.ts).

@@ -41,6 +41,7 @@ import { registerMigrationMetrics, registerTcMetrics } from '../agent/metrics.js
 import { LogRing, ringLogger } from '../agent/logring.js';
 import { explainCommand, snapshotCommand, statsCommand, traceCommand } from './diagnose.js';
 import { StatsSampler } from '../diagnose/stats.js';
+import { HeapReclaimer, lastResortGc } from '../agent/heap.js';
 
 const HELP = `switchyard: eBPF Service load balancing for Kubernetes nodes
 
@@ -120,6 +121,9 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --heap-growth PCT       let the JavaScript heap grow to (1 + PCT/100) × what is live before
                           a full collection (V8's own choice is up to 4×: ~1 GiB resident at
                           10,000 Services under churn for ~270 MiB live)                   [20]
+  --heap-reclaim MIB      once resident memory has grown by MIB since the last time and no change
+                          came for 5 s, one memory-reducing full collection gives the freed heap
+                          back (first sync, relists, bursts); 0 = off                      [64]
   --log-level L           pino level                                               [info]
 
 Inspection (maps, status, drift) asks the agent's API at --api-addr [${DEFAULT_API_ADDR}] or --api-socket; with --bpf-root
@@ -168,6 +172,7 @@ const agentOptions = {
   'metrics-backend-cap': { type: 'string' },
   'stats-interval': { type: 'string' },
   'heap-growth': { type: 'string' },
+  'heap-reclaim': { type: 'string' },
   rate: { type: 'boolean' },
   interval: { type: 'string' },
   namespace: { type: 'string', short: 'n' },
@@ -245,6 +250,8 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
   if (!o['node-name']) throw new Error('--node-name is required (see --help)');
   const nodeName = o['node-name'];
   const heapGrowth = intOpt(o['heap-growth'], 'heap-growth', 20);
+  const heapReclaimMiB = o['heap-reclaim'] === undefined ? 64 : Number(o['heap-reclaim']);
+  if (!Number.isInteger(heapReclaimMiB) || heapReclaimMiB < 0) throw new Error(`--heap-reclaim must be MiB, an integer >= 0, got ${JSON.stringify(o['heap-reclaim'])}`);
   const sourceKind = o.source ?? (o.kubeconfig || o.apiserver || runningInCluster() ? 'kube' : undefined);
   if (!sourceKind || !(sourceKind.startsWith('file:') || sourceKind === 'kube')) throw new Error('--source file:PATH, --source kube, --kubeconfig or --apiserver is required (see --help)');
   const stallSec = intOpt(o['watch-stall-timeout'], 'watch-stall-timeout', 150);
@@ -299,7 +306,7 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
   const serviceCap = intOpt(o['metrics-service-cap'], 'metrics-service-cap', 1000);
   const backendCap = intOpt(o['metrics-backend-cap'], 'metrics-backend-cap', 1000);
   return {
-    nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
+    nodeName, heapGrowth, heapReclaimMiB, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
     masqMark, masqPorts, nodePortRange, sizes, mapSizing, udpDestroy: udpDestroy as 'on' | 'off', objDir: o['bpf-objects'], ctLookup: ctLookup as 'auto' | 'off',
     resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
   };
@@ -307,7 +314,7 @@ export function agentConfig(o: Opts, runningInCluster: () => boolean = inCluster
 
 async function runAgent(o: Opts): Promise<number> {
   const {
-    nodeName, heapGrowth, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
+    nodeName, heapGrowth, heapReclaimMiB, sourceKind, stallSec, maglevSize, bpfRoot, api, healthzAddr, healthz, tcOff, devices, attachMode, iptablesMode,
     masqMark, masqPorts, nodePortRange, sizes, mapSizing, udpDestroy, objDir, ctLookup, resyncSec, healthTimeoutSec, statsSec, metricsAddr, serviceCap, backendCap,
   } = agentConfig(o);
   // Resident memory follows the heap's size, which V8 lets grow to a multiple of what is live
@@ -353,9 +360,15 @@ async function runAgent(o: Opts): Promise<number> {
   const reaperOrWhy = udpDestroy === 'off' ? { unavailable: 'switched off (--udp-socket-destroy off)' } : SocketReaper.load(bpfRoot, datapath.opts, objDir ? join(objDir, 'sock_destroy.o') : undefined);
   const reaper = reaperOrWhy instanceof SocketReaper ? reaperOrWhy : undefined;
   if (!reaper) logger.warn({ reason: (reaperOrWhy as { unavailable: string }).unavailable }, 'connected UDP sockets to removed backends will not be destroyed');
+  // After large applies, one memory-reducing collection gives the freed heap back (src/agent/heap.ts).
+  const gc = heapReclaimMiB > 0 ? lastResortGc() : undefined;
+  if (heapReclaimMiB > 0 && !gc) logger.warn('this Node.js gives no memory-reducing collection: --heap-reclaim is off');
+  const heap = gc
+    ? new HeapReclaimer({ gc, growthBytes: heapReclaimMiB * 2 ** 20, quietMs: 5000, logger, record: (sec, freed) => { metrics.heapReclaims.inc(); metrics.heapReclaimPause.set(sec); metrics.heapReclaimedBytes.inc(freed); } })
+    : undefined;
   const agent = new Agent({
     nodeName, source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],
-    names, resyncIntervalMs: resyncSec * 1000, northSouth, health,
+    names, resyncIntervalMs: resyncSec * 1000, northSouth, health, heap,
     mapSizing, reaper, reaperUnavailable: reaper ? undefined : (reaperOrWhy as { unavailable: string }).unavailable,
   });
   const maps = datapathMaps(datapath);
