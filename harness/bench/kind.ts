@@ -50,19 +50,11 @@ const KP_METRICS = 'http://127.0.0.1:10249/metrics';
 /** The agent's API and metrics (deploy/base/configmap.yaml: SWITCHYARD_API_ADDR, SWITCHYARD_METRICS_ADDR). */
 const AGENT_STATUS = 'http://127.0.0.1:10249/v1/status';
 const AGENT_METRICS = 'http://127.0.0.1:9966/metrics';
-/** Objects this benchmark makes carry this label (and the fillers live in their own namespace). */
+/** The benchmark's pods, Services and fillers live in a namespace of their own. */
 const NS = 'sy-bench';
 
-export interface KindBenchOptions {
-  scales: number[];
-  endpoints: number;
-  dataplanes: Dataplane[];
-  latencyCount: number;
-  rateSeconds: number;
-  concurrency: number;
-  reps: number;
-  syncTimeoutMin: number;
-}
+/** The report's measurement options that a kind block uses, and how long a first sync may take. */
+export type KindBenchOptions = Pick<Results['options'], 'scales' | 'endpoints' | 'dataplanes' | 'latencyCount' | 'rateSeconds' | 'concurrency' | 'reps'> & { syncTimeoutMin: number };
 
 export interface KindBenchContext {
   opts: KindBenchOptions;
