@@ -605,6 +605,9 @@ function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number;
   return { bytes, entries, byMap };
 }
 
+/** How long after the churn the settled memory is read. */
+const SETTLE_MS = 15_000;
+
 async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memory']>> {
   const rss = {} as PerNode;
   const peak = {} as PerNode;
@@ -621,6 +624,9 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
     rules[n] = c.rules + (r.dp === 'iptables' && opts.iptablesBackend === 'legacy' ? legacyIptablesRules(lab.ns(n)) : 0);
     elems[n] = c.elements;
   }
+  // Where it settles with nothing asked of it (the figures above are right after the churn).
+  await sleep(SETTLE_MS);
+  out.settled = { afterMs: SETTLE_MS, rss: { n1: memOf(r.pids.n1).rss, n2: memOf(r.pids.n2).rss }, kernelBytes: { n1: r.memcgs.n1.kernelBytes(), n2: r.memcgs.n2.kernelBytes() } };
   if (r.dp === 'switchyard') {
     out.bpfMapBytes = {} as PerNode;
     out.mapEntries = {} as PerNode;

@@ -96,6 +96,12 @@ export interface BlockResult {
     bpfMapBytesByMap?: Record<string, number>;
     /** switchyard: entries in its BPF maps. */
     mapEntries?: PerNode;
+    /**
+     * The same process 15 s later with nothing asked of it (RSS, kernel bytes): where it settles once
+     * its runtime has given back what the churn left (switchyard's --heap-reclaim waits 5 s of quiet;
+     * Go's scavenger returns freed pages over time). Absent in blocks before 2026-11-27 14:30.
+     */
+    settled?: { afterMs: number; rss: PerNode; kernelBytes: PerNode };
     /** switchyard: the agent's JavaScript heap (its prom-client process metrics): used and total V8 heap, memory outside it (buffers). */
     jsHeap?: PerNode<{ used: number; total: number; external: number }>;
     /** nftables rules in the node's namespace (iptables-nft rules are nftables rules), plus legacy iptables rules for kube-proxy iptables on the legacy backend. */
