@@ -144,3 +144,8 @@ export class Api {
   }
 }
 
+/** Whether an agent's /v1/status says it has applied every write up to `want` (its source's appliedVersion). */
+export function appliedAll(status: { source?: { appliedVersion?: string } }, want: { services: string; endpointslices: string }): boolean {
+  const have = Object.fromEntries(String(status.source?.appliedVersion ?? '').split(',').map((kv) => kv.split('=')));
+  return BigInt(have.services ?? 0) >= BigInt(want.services) && BigInt(have.endpointslices ?? 0) >= BigInt(want.endpointslices);
+}

@@ -36,7 +36,8 @@ import { kubeProxySyncState, waitKubeProxySynced } from '../lab/kubeproxy.js';
 import { MemCgroup } from '../lab/memcg.js';
 import { KindCluster, kindScript } from '../kind/kind.js';
 import { repoRoot } from '../../src/bpf/native.js';
-import { Api, apiFromKubeconfig } from './api.js';
+import { Api, apiFromKubeconfig, appliedAll } from './api.js';
+import { nftCounts } from './nft.js';
 import { waitSettled } from './settle.js';
 import { jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
 
@@ -262,9 +263,8 @@ export async function runKind(ctx: KindBenchContext): Promise<void> {
         for (;;) {
           try {
             const st = JSON.parse(inNode(node, ['curl', '-sS', '-m', '5', AGENT_STATUS]));
-            const have = Object.fromEntries(String(st.source?.appliedVersion ?? '').split(',').map((kv) => kv.split('=')));
-            last = JSON.stringify(have);
-            if (BigInt(have.services ?? 0) >= BigInt(want.services) && BigInt(have.endpointslices ?? 0) >= BigInt(want.endpointslices)) {
+            last = String(st.source?.appliedVersion);
+            if (appliedAll(st, want)) {
               done[n] = Date.parse(st.lastSync?.at ?? '') || Date.now();
               return;
             }
@@ -337,14 +337,9 @@ export async function runKind(ctx: KindBenchContext): Promise<void> {
       out.rss[n] = Number(/VmRSS:\s+(\d+)/.exec(st)![1]) * 1024;
       out.peakRss[n] = Number(/VmHWM:\s+(\d+)/.exec(st)![1]) * 1024;
       out.kernelBytes![n] = MemCgroup.ofPid(pid).kernelBytes();
-      const listing = inNode(worker[n], ['nft', '-a', 'list', 'ruleset']);
-      out.rules[n] = listing.split('\n').filter((l) => l.includes('# handle') && !l.includes('{ # handle')).length;
-      let elements = 0;
-      for (const what of ['sets', 'maps']) {
-        const j = JSON.parse(inNode(worker[n], ['nft', '-j', 'list', what]) || '{}');
-        for (const o of j.nftables ?? []) elements += (o.set?.elem?.length ?? 0) + (o.map?.elem?.length ?? 0);
-      }
-      out.setElements[n] = elements;
+      const c = nftCounts(kind.netnsPath(worker[n]));
+      out.rules[n] = c.rules;
+      out.setElements[n] = c.elements;
       if (dp === 'switchyard') {
         const heap = out.jsHeap ??= {} as PerNode<{ used: number; total: number; external: number }>;
         heap[n] = jsHeapOf(inNode(worker[n], ['curl', '-sS', '-m', '5', AGENT_METRICS]));

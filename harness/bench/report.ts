@@ -79,8 +79,9 @@ import { repoRoot } from '../../src/bpf/native.js';
 import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../../src/maglev/index.js';
 import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results } from './results.js';
 import { renderReport } from './render.js';
-import { Api } from './api.js';
+import { Api, appliedAll } from './api.js';
 import { waitSettled } from './settle.js';
+import { nftCounts } from './nft.js';
 import { runKind } from './kind.js';
 import { k8sBins } from '../lab/k8sbins.js';
 
@@ -341,9 +342,7 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
           for (;;) {
             try {
               const st = (await lab.agentGet(n, '/v1/status')).body;
-              const v = String(st.source?.appliedVersion ?? '');
-              const have = Object.fromEntries(v.split(',').map((kv) => kv.split('=')));
-              if (BigInt(have.services ?? 0) >= BigInt(want.services) && BigInt(have.endpointslices ?? 0) >= BigInt(want.endpointslices)) {
+              if (appliedAll(st, want)) {
                 done[n] = Date.parse(st.lastSync?.at ?? '') || Date.now();
                 return;
               }
@@ -548,23 +547,6 @@ async function churnScenario(api: Api, r: Running, fillers: number): Promise<Non
   };
 }
 
-/**
- * nftables rules and set/map elements in a node's namespace. Rules are counted
- * in the text listing (a million iptables-nft rules at 30,000 Services are too
- * much JSON); elements from the JSON listing of sets and maps only.
- */
-function nftCounts(n: string): { rules: number; elements: number } {
-  const ns = `/var/run/netns/${lab.ns(n)}`;
-  // With -a every rule, chain, set and table line carries "# handle N"; only rules do not open a block.
-  const rules = Number(sh('sh', ['-c', `nsenter --net=${ns} nft -a list ruleset | grep '# handle' | grep -vc '{ # handle' || true`]).trim());
-  let elements = 0;
-  for (const what of ['sets', 'maps']) {
-    const j = JSON.parse(inNs(lab.ns(n), ['nft', '-j', 'list', what]) || '{}');
-    for (const o of j.nftables ?? []) elements += (o.set?.elem?.length ?? 0) + (o.map?.elem?.length ?? 0);
-  }
-  return { rules, elements };
-}
-
 /** Kernel memory (memlock) and entries of a switchyard agent's BPF maps: the pinned ones and the inner Maglev tables. */
 function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number; byMap: Record<string, number> } {
   const root = lab.bpfRootOf(n);
@@ -620,7 +602,7 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
     const m = memOf(r.pids[n]);
     rss[n] = m.rss;
     peak[n] = m.hwm;
-    const c = nftCounts(n);
+    const c = nftCounts(`/var/run/netns/${lab.ns(n)}`);
     rules[n] = c.rules + (r.dp === 'iptables' && opts.iptablesBackend === 'legacy' ? legacyIptablesRules(lab.ns(n)) : 0);
     elems[n] = c.elements;
   }
@@ -747,14 +729,14 @@ function keptEtcd(root: string, scale: number): string {
 }
 
 /** Waits (up to --quiet-wait minutes) for the 1-minute load average to fall below --quiet-load. */
-async function waitQuietMachine(): Promise<{ quiet: boolean; load: number[] }> {
+async function waitQuietMachine(below = quietLoad): Promise<{ quiet: boolean; load: number[] }> {
   const deadline = Date.now() + quietWaitMin * 60_000;
   let said = false;
   for (;;) {
     const load = loadavg().map((x) => +x.toFixed(2));
-    if (load[0] < quietLoad) return { quiet: true, load };
+    if (load[0] < below) return { quiet: true, load };
     if (Date.now() >= deadline) return { quiet: false, load };
-    if (!said) log(`  waiting for a quiet machine: load average ${load.join(' / ')} (≥ ${quietLoad})`);
+    if (!said) log(`  waiting for a quiet machine: load average ${load.join(' / ')} (≥ ${below})`);
     said = true;
     await sleep(10_000);
   }
@@ -795,20 +777,11 @@ async function kindMain(dir: string, command: string): Promise<void> {
   }
   log(`kind: ${todo.length} blocks: ${todo.map((t) => `${t.dp}@${t.scale}`).join(', ')}`);
   // A kind cluster's own control plane keeps a 2-CPU machine near a load of 1: a block waits for it to fall below one more than --quiet-load.
-  const kindQuiet = async () => {
-    const deadline = Date.now() + quietWaitMin * 60_000;
-    for (;;) {
-      const load = loadavg().map((x) => +x.toFixed(2));
-      if (load[0] < quietLoad + 1) return { quiet: true, load };
-      if (Date.now() >= deadline) return { quiet: false, load };
-      await sleep(10_000);
-    }
-  };
   await runKind({
     opts: { scales: opts.scales.filter((s) => todo.some((t) => t.scale === s)), endpoints: E, dataplanes: opts.dataplanes, latencyCount: opts.latencyCount, rateSeconds: opts.rateSeconds, concurrency: opts.concurrency, reps: opts.reps, syncTimeoutMin: opts.syncTimeoutMin },
     todo, results, runNo, log,
     save: () => write(dir, results),
-    waitQuietMachine: kindQuiet, quietLoad: quietLoad + 1, quietWaitMin,
+    waitQuietMachine: () => waitQuietMachine(quietLoad + 1), quietLoad: quietLoad + 1, quietWaitMin,
   });
   results.finishedAt = new Date().toISOString();
   results.runs![runNo].finishedAt = results.finishedAt;

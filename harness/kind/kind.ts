@@ -65,9 +65,14 @@ export class KindCluster extends Kube {
     return Number(execFileSync('podman', ['inspect', '-f', '{{.State.Pid}}', node], { encoding: 'utf8' }).trim());
   }
 
+  /** The node's network namespace, as nsenter takes it. */
+  netnsPath(node: string): string {
+    return `/proc/${this.nodePid(node)}/ns/net`;
+  }
+
   /** A command in the node's network namespace with this machine's tools (bpftool, tc). */
   inNodeNetns(node: string, cmd: string[]): string {
-    return execFileSync('nsenter', [`--net=/proc/${this.nodePid(node)}/ns/net`, '--', ...cmd], { encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 30 });
+    return execFileSync('nsenter', [`--net=${this.netnsPath(node)}`, '--', ...cmd], { encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 30 });
   }
 
   /**

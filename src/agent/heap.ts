@@ -45,7 +45,7 @@ export class HeapReclaimer {
   private base: number;
   private timer?: NodeJS.Timeout;
   private readonly rss: () => number;
-  /** The last reclaim, for /v1/status. */
+  /** The last reclaim and how many ran (what the log line and the metrics said). */
   last?: { at: string; rssBefore: number; rssAfter: number; pauseMs: number };
   runs = 0;
 
