@@ -73,28 +73,67 @@ static __always_inline int sy_sock_pick(void *ctx, const struct sy_svc_val *svc,
 }
 
 /*
- * The reverse translation of a socket is kept per protocol: TCP connects,
- * far more numerous, must not evict the entries UDP replies need (recvmsg
- * would show the backend's address, and a resolver drops such an answer).
+ * Reverse translations: a TCP socket has one peer, recorded in its own storage
+ * (sy_tcp_peer, freed with the socket); UDP sockets, which may send to many
+ * frontends, have {cookie, backend} entries in the LRU maps sy_sock_revnat4/6.
+ * TCP connects, far more numerous, thus never evict what UDP replies need
+ * (recvmsg would show the backend's address, and a resolver drops such an
+ * answer), nor each other's records.
  */
-static __always_inline long sy_revnat4_update(__u8 proto, const struct sy_sock_revnat4_key *k,
-					      const struct sy_sock_revnat4_val *v)
+static __always_inline void sy_tcp_peer_set(struct bpf_sock_addr *ctx, const __u32 *be_addr,
+					    __be16 be_port, const __u32 *fe_addr, __be16 fe_port,
+					    __u32 svc_id, int words)
 {
-	if (proto == IPPROTO_TCP)
-		return bpf_map_update_elem(&sy_tcp_revnat4, k, v, BPF_ANY);
-	return bpf_map_update_elem(&sy_sock_revnat4, k, v, BPF_ANY);
+	struct bpf_sock *sk = ctx->sk;
+	struct sy_tcp_peer *p;
+	int i;
+
+	if (!sk) {
+		sy_count_drop(SY_DROP_REVNAT_UPDATE);
+		return;
+	}
+	p = bpf_sk_storage_get(&sy_tcp_peer, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!p) {
+		sy_count_drop(SY_DROP_REVNAT_UPDATE);
+		return;
+	}
+	for (i = 0; i < 4; i++) {
+		p->be_addr[i] = i < words ? be_addr[i] : 0;
+		p->fe_addr[i] = i < words ? fe_addr[i] : 0;
+	}
+	p->be_port = be_port;
+	p->fe_port = fe_port;
+	p->svc_id = svc_id;
 }
 
-static __always_inline long sy_revnat6_update(__u8 proto, const struct sy_sock_revnat6_key *k,
-					      const struct sy_sock_revnat6_val *v)
+/*
+ * The frontend of a TCP socket whose peer is the backend it was translated to;
+ * 0 when it has no record or one for another peer (a socket that connected
+ * again, elsewhere, after a failed attempt).
+ */
+static __always_inline int sy_tcp_peer_rev(struct bpf_sock_addr *ctx, __u32 *addr, __u32 *port,
+					   int words)
 {
-	if (proto == IPPROTO_TCP)
-		return bpf_map_update_elem(&sy_tcp_revnat6, k, v, BPF_ANY);
-	return bpf_map_update_elem(&sy_sock_revnat6, k, v, BPF_ANY);
+	struct bpf_sock *sk = ctx->sk;
+	struct sy_tcp_peer *p;
+	int i;
+
+	if (!sk)
+		return 0;
+	p = bpf_sk_storage_get(&sy_tcp_peer, sk, 0, 0);
+	if (!p || p->be_port != (__be16)*port)
+		return 0;
+	for (i = 0; i < 4; i++)
+		if (p->be_addr[i] != (i < words ? addr[i] : 0))
+			return 0;
+	for (i = 0; i < words; i++)
+		addr[i] = p->fe_addr[i];
+	*port = p->fe_port;
+	return 1;
 }
 
 /* IPv4 frontend translation on addr/port in place. */
-static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
+static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, __u32 *addr, __u32 *port,
 					   __u8 proto)
 {
 	struct sy_sock_revnat4_key rkey = {};
@@ -117,13 +156,17 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (ret < 0)
 		return ret;
 
-	rkey.addr = be->addr[0];
-	rkey.port = be->port;
-	rval.addr = key.addr;
-	rval.port = key.port;
-	rval.svc_id = svc->svc_id;
-	if (sy_revnat4_update(proto, &rkey, &rval) < 0)
-		sy_count_drop(SY_DROP_REVNAT_UPDATE);
+	if (proto == IPPROTO_TCP) {
+		sy_tcp_peer_set(ctx, be->addr, be->port, &key.addr, key.port, svc->svc_id, 1);
+	} else {
+		rkey.addr = be->addr[0];
+		rkey.port = be->port;
+		rval.addr = key.addr;
+		rval.port = key.port;
+		rval.svc_id = svc->svc_id;
+		if (bpf_map_update_elem(&sy_sock_revnat4, &rkey, &rval, BPF_ANY) < 0)
+			sy_count_drop(SY_DROP_REVNAT_UPDATE);
+	}
 
 	*addr = be->addr[0];
 	*port = be->port;
@@ -131,16 +174,17 @@ static __always_inline int sock4_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 }
 
 /* Backend → frontend for replies and getpeername (IPv4); 1 if rewritten. */
-static __always_inline int sock4_xlate_rev(void *ctx, __u32 *addr, __u32 *port, __u8 proto)
+static __always_inline int sock4_xlate_rev(struct bpf_sock_addr *ctx, __u32 *addr, __u32 *port, __u8 proto)
 {
 	struct sy_sock_revnat4_key rkey = {};
 	struct sy_sock_revnat4_val *rval;
 
+	if (proto == IPPROTO_TCP)
+		return sy_tcp_peer_rev(ctx, addr, port, 1);
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	rkey.addr = *addr;
 	rkey.port = (__be16)*port;
-	rval = proto == IPPROTO_TCP ? bpf_map_lookup_elem(&sy_tcp_revnat4, &rkey)
-				    : bpf_map_lookup_elem(&sy_sock_revnat4, &rkey);
+	rval = bpf_map_lookup_elem(&sy_sock_revnat4, &rkey);
 	if (!rval)
 		return 0;
 	*addr = rval->addr;
@@ -154,7 +198,7 @@ static __always_inline int sy_is_v4_mapped(const __u32 *a)
 	       a[2] == bpf_htonl(0x0000ffff);
 }
 
-static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
+static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, __u32 *addr, __u32 *port,
 					   __u8 proto)
 {
 	struct sy_sock_revnat6_key rkey = {};
@@ -180,32 +224,37 @@ static __always_inline int sock6_xlate_fwd(void *ctx, __u32 *addr, __u32 *port,
 	if (ret < 0)
 		return ret;
 
-	__builtin_memcpy(rkey.addr, be->addr, 16);
-	rkey.port = be->port;
-	__builtin_memcpy(rval.addr, key.addr, 16);
-	rval.port = key.port;
-	rval.svc_id = svc->svc_id;
-	if (sy_revnat6_update(proto, &rkey, &rval) < 0)
-		sy_count_drop(SY_DROP_REVNAT_UPDATE);
+	if (proto == IPPROTO_TCP) {
+		sy_tcp_peer_set(ctx, be->addr, be->port, key.addr, key.port, svc->svc_id, 4);
+	} else {
+		__builtin_memcpy(rkey.addr, be->addr, 16);
+		rkey.port = be->port;
+		__builtin_memcpy(rval.addr, key.addr, 16);
+		rval.port = key.port;
+		rval.svc_id = svc->svc_id;
+		if (bpf_map_update_elem(&sy_sock_revnat6, &rkey, &rval, BPF_ANY) < 0)
+			sy_count_drop(SY_DROP_REVNAT_UPDATE);
+	}
 
 	__builtin_memcpy(addr, be->addr, 16);
 	*port = be->port;
 	return 1;
 }
 
-static __always_inline int sock6_xlate_rev(void *ctx, __u32 *addr, __u32 *port, __u8 proto)
+static __always_inline int sock6_xlate_rev(struct bpf_sock_addr *ctx, __u32 *addr, __u32 *port, __u8 proto)
 {
 	struct sy_sock_revnat6_key rkey = {};
 	struct sy_sock_revnat6_val *rval;
 
 	if (sy_is_v4_mapped(addr))
 		return sock4_xlate_rev(ctx, &addr[3], port, proto);
+	if (proto == IPPROTO_TCP)
+		return sy_tcp_peer_rev(ctx, addr, port, 4);
 
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rkey.addr, addr, 16);
 	rkey.port = (__be16)*port;
-	rval = proto == IPPROTO_TCP ? bpf_map_lookup_elem(&sy_tcp_revnat6, &rkey)
-				    : bpf_map_lookup_elem(&sy_sock_revnat6, &rkey);
+	rval = bpf_map_lookup_elem(&sy_sock_revnat6, &rkey);
 	if (!rval)
 		return 0;
 	__builtin_memcpy(addr, rval->addr, 16);

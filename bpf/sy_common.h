@@ -124,6 +124,19 @@ struct sy_sock_revnat6_val {
 	__u32 svc_id;
 };
 
+/*
+ * sy_tcp_peer: kept with a TCP socket the hooks translated (socket local
+ * storage): the backend it was sent to and the frontend it dialled, for
+ * getpeername. 40 bytes. IPv4 addresses in addr[0], the rest zero.
+ */
+struct sy_tcp_peer {
+	__u32 be_addr[4]; /* backend: the socket's real peer */
+	__u32 fe_addr[4]; /* frontend: what getpeername shows */
+	__be16 be_port;
+	__be16 fe_port;
+	__u32 svc_id;
+};
+
 /* sy_affinity: {client netns, service} → the backend it stuck to. 16 bytes. */
 struct sy_affinity_key {
 	__u64 client; /* bpf_get_netns_cookie(): one client = one network namespace */

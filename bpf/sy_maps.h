@@ -87,22 +87,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sy_sock_revnat6 SEC(".maps");
 
-/* TCP twins of sy_sock_revnat4/6 (getpeername), apart so that they never evict UDP's. */
+/*
+ * The peer record of each translated TCP socket (getpeername), stored with the
+ * socket and freed with it: it costs what is open, and no number of connects
+ * can evict a live socket's record (or UDP's entries above).
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 262144);
-	__type(key, struct sy_sock_revnat4_key);
-	__type(value, struct sy_sock_revnat4_val);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sy_tcp_peer);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_tcp_revnat4 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 262144);
-	__type(key, struct sy_sock_revnat6_key);
-	__type(value, struct sy_sock_revnat6_val);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} sy_tcp_revnat6 SEC(".maps");
+} sy_tcp_peer SEC(".maps");
 
 /* {client netns, service} → sticky backend for sessionAffinity: ClientIP. */
 struct {

@@ -26,9 +26,11 @@
  *                                         answer; on a socket error (ECONNABORTED when the agent destroys it) it
  *                                         connects a new socket to the same address, as a resolver would
  *   udp-then-tcp <host> <udpPort> <tcpPort> <n>
- *                                       → { before, after, tcpErrors }: one unconnected UDP socket asks once
- *                                         (reply source: before), then n TCP connects to host:tcpPort, then
- *                                         the same UDP socket asks again (after)
+ *                                       → { before, after, tcpErrors, heldBefore, heldAfter }: one unconnected UDP
+ *                                         socket asks once (reply source: before) and one TCP connection to
+ *                                         host:tcpPort is opened and kept (its getpeername: heldBefore), then n
+ *                                         TCP connects to host:tcpPort, then the same UDP socket asks again
+ *                                         (after) and the kept connection's getpeername is asked again (heldAfter)
  *   http-cycle <host> <port> <count> <firstPort>,<nPorts>[,<srcAddr>]
  *                                       → { ok, errors, ms, p50Ms, p99Ms, maxMs }: one GET with "Connection: close"
  *                                         after another (the server closes first, as HTTP/1.0-style servers do), each
@@ -453,6 +455,18 @@ async function main(): Promise<unknown> {
         }
       };
       const before = await ask();
+      const held = net.connect({ host, port: tcpPort });
+      await new Promise<void>((resolve, reject) => {
+        held.once('connect', resolve);
+        held.once('error', reject);
+      });
+      // getpeername(2) each time (net.Socket caches remoteAddress after its first call).
+      const peerNow = () => {
+        const out: { address?: string; port?: number } = {};
+        const err = (held as unknown as { _handle: { getpeername(o: object): number } })._handle.getpeername(out);
+        return err ? `errno ${err}` : `${out.address}:${out.port}`;
+      };
+      const heldBefore = peerNow();
       const tcpErrors: Record<string, number> = {};
       for (let i = 0; i < n; i++) {
         try {
@@ -462,8 +476,10 @@ async function main(): Promise<unknown> {
         }
       }
       const after = await ask();
+      const heldAfter = peerNow();
+      held.destroy();
       sock.close();
-      return { before, after, tcpErrors };
+      return { before, after, tcpErrors, heldBefore, heldAfter };
     }
     case 'probe': {
       const targets = JSON.parse(host) as { id: string; host: string; port: number; proto: 'tcp' | 'udp'; count: number; timeoutMs: number }[];

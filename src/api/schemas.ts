@@ -274,7 +274,7 @@ export const statusResponse = {
       items: {
         type: 'object',
         properties: {
-          map: str, role: { type: 'string', enum: ['desired', 'state', 'counters'] }, reasons: { type: 'array', items: str },
+          map: str, role: { type: 'string', enum: ['desired', 'state', 'counters', 'sockets', 'retired'] }, reasons: { type: 'array', items: str },
           fromEntries: int, toEntries: int, copied: int, dropped: int, refreshed: int, late: int, converted: bool,
           startedAt: str, finishedAt: str, durationMs: { type: 'number' },
         },

@@ -14,6 +14,7 @@ export const MapType = {
   LPM_TRIE: 11,
   ARRAY_OF_MAPS: 12,
   HASH_OF_MAPS: 13,
+  SK_STORAGE: 24,
 } as const;
 
 export const BPF_F_NO_PREALLOC = 1 << 0;

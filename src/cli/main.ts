@@ -101,7 +101,7 @@ Agent options (each also from the environment as SWITCHYARD_<NAME>, e.g. SWITCHY
   --map-dynamic-size-ratio R  share of the node's memory for the preallocated tables below (flows,
                           reverse translations, affinity); 0 = the fixed sizes in brackets [${DEFAULT_MAP_SIZE_RATIO}]
   --ct-entries N          flow entries of the tc path per family (two per flow)    [from memory; ${DEFAULTS.ctEntries}]
-  --revnat-entries N      reverse translations of the socket hooks, per family and protocol [from memory; ${DEFAULTS.revnatEntries}]
+  --revnat-entries N      reverse translations of UDP sockets, per family             [from memory; ${DEFAULTS.revnatEntries}]
   --affinity-entries N    sessionAffinity entries                                  [from memory; ${DEFAULTS.affinityEntries}]
   --udp-socket-destroy on|off  destroy connected UDP sockets whose backend left every Service   [on]
   --maglev-table-size M   Maglev table size, a prime in ${MAGLEV_PRIMES[0]}…${MAGLEV_PRIMES[MAGLEV_PRIMES.length - 1]}   [${DEFAULT_MAGLEV_SIZE}]

@@ -80,7 +80,7 @@ export function configureMapSizes(obj: NativeBpfObject, o: MapSizes): void {
   size(['sy_svc4', 'sy_svc6', 'sy_svc_stats', 'sy_ext4', 'sy_ext6'], o.maxServices);
   size(['sy_backend', 'sy_be_stats'], o.maxBackends);
   size(['sy_affinity'], o.affinityEntries);
-  size(['sy_sock_revnat4', 'sy_sock_revnat6', 'sy_tcp_revnat4', 'sy_tcp_revnat6'], o.revnatEntries);
+  size(['sy_sock_revnat4', 'sy_sock_revnat6'], o.revnatEntries);
   size(['sy_ct4', 'sy_ct6'], o.ctEntries);
 }
 
@@ -102,9 +102,6 @@ export class SocketLbDatapath extends MigratingObject {
   readonly backends;
   readonly revnat4;
   readonly revnat6;
-  /** TCP sockets' reverse translations (getpeername), apart from UDP's. */
-  readonly tcpRevnat4;
-  readonly tcpRevnat6;
   readonly affinity;
   readonly svcStats;
   /** sy_be_stats: per-CPU counters per backend id; the reconciler makes and removes the entries. */
@@ -128,8 +125,6 @@ export class SocketLbDatapath extends MigratingObject {
     this.backends = new BpfMap(fd('sy_backend'), u32Codec, backendCodec);
     this.revnat4 = new BpfMap(fd('sy_sock_revnat4'), sockRevnat4KeyCodec, sockRevnat4ValCodec);
     this.revnat6 = new BpfMap(fd('sy_sock_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
-    this.tcpRevnat4 = new BpfMap(fd('sy_tcp_revnat4'), sockRevnat4KeyCodec, sockRevnat4ValCodec);
-    this.tcpRevnat6 = new BpfMap(fd('sy_tcp_revnat6'), sockRevnat6KeyCodec, sockRevnat6ValCodec);
     this.affinity = new BpfMap(fd('sy_affinity'), affinityKeyCodec, affinityValCodec);
     this.svcStats = new BpfMap(fd('sy_svc_stats'), u32Codec, svcStatsCodec);
     this.beStats = new BpfMap(fd('sy_be_stats'), u32Codec, beStatsCodec);

@@ -34,24 +34,40 @@
  *     translations, affinity): copied, refreshed before the swap, completed
  *     after it;
  *   - counters: per-CPU counts: copied, and the increments made until the
- *     swap added at the end.
+ *     swap added at the end;
+ *   - sockets: kept with each socket (socket local storage): the kernel lists
+ *     no such map, so a layout change starts the new map empty (counted);
+ *   - retired: a map an older build pinned that this one no longer has
+ *     (RETIRED_MAPS): unpinned once the new programs serve, freed with the
+ *     old programs.
  */
 import { existsSync, unlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { isBpfError, native, type BtfType, type MapInfo, type NativeBpfObject, type NativeMapDesc } from '../bpf/native.js';
 import { BPF_ANY, BPF_NOEXIST, MapType } from '../bpf/constants.js';
 import { isPerCpuMap, valueBytes } from '../bpf/map.js';
 import { conversion, typeSignature, type Conversion } from '../bpf/btf.js';
 import { openInstalledPool } from './pool.js';
 
-export type MapRole = 'desired' | 'state' | 'counters';
+export type MapRole = 'desired' | 'state' | 'counters' | 'sockets' | 'retired';
 
 /** Every pinned map of the objects, by role (test/unit/migrate.test.ts checks none is missing). */
 export const MAP_ROLES: Readonly<Record<string, MapRole>> = {
   sy_svc4: 'desired', sy_svc6: 'desired', sy_backend: 'desired', sy_mg_pool: 'desired',
   sy_ext4: 'desired', sy_ext6: 'desired', sy_src_range4: 'desired', sy_src_range6: 'desired',
-  sy_sock_revnat4: 'state', sy_sock_revnat6: 'state', sy_tcp_revnat4: 'state', sy_tcp_revnat6: 'state',
+  sy_sock_revnat4: 'state', sy_sock_revnat6: 'state', sy_tcp_peer: 'sockets',
   sy_affinity: 'state', sy_ct4: 'state', sy_ct6: 'state',
   sy_svc_stats: 'counters', sy_be_stats: 'counters', sy_drops: 'counters', sy_tc_stats: 'counters',
+};
+
+/**
+ * Maps older builds pinned and this one no longer has, and why. The TCP reverse translations
+ * moved into each socket's storage (sy_tcp_peer): a TCP connection made before the upgrade
+ * shows its backend to getpeername() from then on (its connection is untouched).
+ */
+export const RETIRED_MAPS: Readonly<Record<string, string>> = {
+  sy_tcp_revnat4: 'TCP peers are kept with their sockets (sy_tcp_peer)',
+  sy_tcp_revnat6: 'TCP peers are kept with their sockets (sy_tcp_peer)',
 };
 
 export interface MapMigration {
@@ -199,7 +215,7 @@ export class MapMigrator {
     const descs = new Map(obj.maps().map((d) => [d.name, d]));
     for (const p of this.pending) {
       const d = descs.get(p.name)!;
-      const r = MAP_OF_MAPS.has(p.old.type) ? copyInnerMaps(p, d.fd) : copyEntries(p, d, BPF_ANY);
+      const r = MAP_OF_MAPS.has(p.old.type) ? copyInnerMaps(p, d.fd) : p.role === 'sockets' ? { copied: 0, dropped: 0 } : copyEntries(p, d, BPF_ANY);
       p.record.copied = r.copied;
       p.record.dropped = r.dropped;
       if (p.role === 'counters') p.snapshot = dumpByKey(p);
@@ -241,6 +257,34 @@ export class MapMigrator {
       p.record.durationMs = Math.round(Number(process.hrtime.bigint() - p.t0) / 1e4) / 100;
     }
     this.pending.length = 0;
+    retire(obj);
+  }
+}
+
+/** Unpins the maps of RETIRED_MAPS found beside the object's pins (recorded as migrations). */
+function retire(obj: NativeBpfObject): void {
+  const pinned = obj.maps().find((d) => d.pinPath && !d.internal)?.pinPath;
+  if (!pinned) return;
+  for (const [name, why] of Object.entries(RETIRED_MAPS)) {
+    const pin = join(dirname(pinned), name);
+    if (!existsSync(pin)) continue;
+    let old: MapInfo | undefined;
+    try {
+      const fd = native().objGet(pin);
+      try {
+        old = native().mapInfo(fd);
+      } finally {
+        native().close(fd);
+      }
+      unlinkSync(pin);
+    } catch {
+      continue; // another agent's finish got there first
+    }
+    const at = new Date().toISOString();
+    migrations.push({
+      map: name, role: 'retired', reasons: [`retired: ${why}`], fromEntries: old.maxEntries, toEntries: 0, copied: 0, dropped: 0,
+      refreshed: 0, late: 0, converted: false, startedAt: at, finishedAt: at, durationMs: 0,
+    });
   }
 }
 

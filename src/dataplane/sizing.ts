@@ -1,6 +1,6 @@
 /**
  * Map sizes from the node: the LRU tables that are preallocated whole (the tc
- * path's flows, the socket hooks' reverse translations, sessionAffinity) get a
+ * path's flows, UDP sockets' reverse translations, sessionAffinity) get a
  * share of a budget that is a ratio of the node's memory (as Cilium's
  * bpf-map-dynamic-size-ratio), with a floor that keeps a small node working
  * and a cap. A size given by flag wins. The hash maps (services, backends,
@@ -13,16 +13,20 @@ import {
   sockRevnat4KeyCodec, sockRevnat4ValCodec, sockRevnat6KeyCodec, sockRevnat6ValCodec,
 } from './layout.js';
 
-/** Share of the node's memory for the preallocated tables (Cilium's default ratio). */
-export const DEFAULT_MAP_SIZE_RATIO = 0.0025;
+/**
+ * Share of the node's memory for the preallocated tables: Cilium's default ratio (0.0025) less
+ * what TCP's reverse translations took before they moved into each socket's storage (sy_tcp_peer,
+ * allocated per open socket, not preallocated).
+ */
+export const DEFAULT_MAP_SIZE_RATIO = 0.002;
 
 export type SizedTable = 'ctEntries' | 'revnatEntries' | 'affinityEntries';
 
 /** How the budget is split, the fewest entries a table gets, and the most. */
 const TABLES: Record<SizedTable, { share: number; floor: number; cap: number; maps: number; what: string }> = {
-  ctEntries: { share: 0.4, floor: 65536, cap: 4_194_304, maps: 2, what: 'sy_ct4 + sy_ct6 (tc path flows)' },
-  revnatEntries: { share: 0.5, floor: 65536, cap: 2_097_152, maps: 4, what: 'sy_sock_revnat4/6 + sy_tcp_revnat4/6 (socket hooks)' },
-  affinityEntries: { share: 0.1, floor: 16384, cap: 1_048_576, maps: 1, what: 'sy_affinity (sessionAffinity)' },
+  ctEntries: { share: 0.55, floor: 65536, cap: 4_194_304, maps: 2, what: 'sy_ct4 + sy_ct6 (tc path flows)' },
+  revnatEntries: { share: 0.3, floor: 65536, cap: 2_097_152, maps: 2, what: 'sy_sock_revnat4/6 (UDP sockets\' reverse translations)' },
+  affinityEntries: { share: 0.15, floor: 16384, cap: 1_048_576, maps: 1, what: 'sy_affinity (sessionAffinity)' },
 };
 
 const round8 = (n: number) => Math.ceil(n / 8) * 8;
@@ -32,7 +36,7 @@ const elem = (k: { size: number }, v: { size: number }) => 48 + round8(k.size) +
 /** Element bytes one entry count costs across the maps a size applies to (ctEntries sizes both families' maps, …). */
 export const BYTES_PER_ENTRY: Record<SizedTable, number> = {
   ctEntries: elem(ct4KeyCodec, ct4ValCodec) + elem(ct6KeyCodec, ct6ValCodec),
-  revnatEntries: 2 * elem(sockRevnat4KeyCodec, sockRevnat4ValCodec) + 2 * elem(sockRevnat6KeyCodec, sockRevnat6ValCodec),
+  revnatEntries: elem(sockRevnat4KeyCodec, sockRevnat4ValCodec) + elem(sockRevnat6KeyCodec, sockRevnat6ValCodec),
   affinityEntries: elem(affinityKeyCodec, affinityValCodec),
 };
 

@@ -155,6 +155,8 @@ export interface MapStat {
 const ALWAYS_FULL = new Set<number>([MapType.ARRAY, MapType.PERCPU_ARRAY]);
 const PERCPU = new Set<number>([MapType.PERCPU_ARRAY, MapType.PERCPU_HASH, 10 /* LRU_PERCPU_HASH */]);
 const OF_MAPS = new Set<number>([MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS]);
+/** Socket storage (sy_tcp_peer) lives with each socket: the kernel lists no entries and it has no capacity. */
+const UNLISTED = new Set<number>([MapType.SK_STORAGE]);
 
 /** Every map pinned directly under bpfRoot (links/ excluded), with occupancy vs capacity. */
 export function mapStats(bpfRoot: string): MapStat[] {
@@ -197,7 +199,7 @@ function* mapStatSteps(bpfRoot: string, out: MapStat[]): Generator<void> {
         continue; // a pinned program or link, not a map
       }
       let entries: number | null = null;
-      if (!ALWAYS_FULL.has(info.type)) {
+      if (!ALWAYS_FULL.has(info.type) && !UNLISTED.has(info.type)) {
         const vs = OF_MAPS.has(info.type) ? 4 : PERCPU.has(info.type) ? Math.ceil(info.valueSize / 8) * 8 * native().numPossibleCpus() : info.valueSize;
         entries = 0;
         let cursor: Buffer | null = null;

@@ -278,27 +278,28 @@ describe('socket LB in the lab', () => {
     assert.deepEqual(ok.errors, {});
   });
 
-  test('TCP connects do not evict the reverse translations UDP replies need (separate maps)', async () => {
-    // Node 2's agent was stopped and cleaned up above: it comes back with small reverse maps.
+  test('TCP connects evict neither the reverse translations UDP replies need nor a live TCP socket\'s peer', async () => {
+    // Node 2's agent was stopped and cleaned up above: it comes back with a small UDP reverse map.
     await lab.startAgent('n2', PORTS.n2, ['--revnat-entries', '512']);
     await apply();
-    const pinned = (name: string) => new BpfMap(native().objGet(join(lab.bpfRootOf('n2'), name)), sockRevnat4KeyCodec, sockRevnat4ValCodec);
-    const udpMap = pinned('sy_sock_revnat4');
-    const tcpMap = pinned('sy_tcp_revnat4');
+    const udpMap = new BpfMap(native().objGet(join(lab.bpfRootOf('n2'), 'sy_sock_revnat4')), sockRevnat4KeyCodec, sockRevnat4ValCodec);
     try {
       const r = await lab.client('client-n2', ['udp-then-tcp', VIP, 53, 80, 1500]);
       assert.deepEqual(r.tcpErrors, {});
       assert.equal(r.before, `${VIP}:53`);
       assert.equal(r.after, `${VIP}:53`, '1,500 TCP connects later the UDP socket still gets its answer from the VIP');
-      // What makes that hold whatever the LRU's mood: TCP connects write the TCP map only, so a
-      // burst of them cannot push out an idle resolver socket's entry.
+      // A TCP connection kept open through those connects (three times the UDP map's size) still
+      // shows the frontend it dialled: its record lives with the socket, nothing can evict it.
+      assert.equal(r.heldBefore, `${VIP}:80`);
+      assert.equal(r.heldAfter, `${VIP}:80`);
+      // What makes that hold whatever the LRU's mood: TCP connects write no entry into the UDP map.
       const udp = udpMap.entries();
-      const tcp = tcpMap.entries();
       assert.ok(udp.length >= 1 && udp.every(([, v]) => v.port === 53), `UDP map: ${udp.length} entries, all for port 53`);
-      assert.ok(tcp.length >= 100 && tcp.every(([, v]) => v.port === 80), `TCP map: ${tcp.length} entries, all for port 80`);
+      // No reverse map for TCP is pinned any more (sy_tcp_peer is socket storage).
+      assert.equal(existsSync(join(lab.bpfRootOf('n2'), 'sy_tcp_revnat4')), false);
+      assert.ok(existsSync(join(lab.bpfRootOf('n2'), 'sy_tcp_peer')));
     } finally {
       udpMap.close();
-      tcpMap.close();
     }
   });
 });

@@ -12,7 +12,7 @@ test('the defaults: kube-proxy\'s ports and sizes, the file or Kubernetes source
   assert.deepEqual(c.api, { host: '127.0.0.1', port: 10249 });
   assert.equal(c.nodePortRange, '30000-32767');
   // The preallocated tables from the node's memory (src/dataplane/sizing.ts); fixed sizes with ratio 0.
-  assert.equal(c.mapSizing.ratio, 0.0025);
+  assert.equal(c.mapSizing.ratio, 0.002);
   assert.ok(c.sizes.ctEntries >= 65536 && c.sizes.ctEntries % 1024 === 0, String(c.sizes.ctEntries));
   const fixed = agentConfig({ ...base, 'map-dynamic-size-ratio': '0' }, notInCluster);
   assert.deepEqual([fixed.sizes.ctEntries, fixed.sizes.revnatEntries, fixed.sizes.affinityEntries], [524288, 262144, 262144]);

@@ -1,15 +1,16 @@
 /** Map sizes from the node's memory: shares of a budget, floors, caps, flags first. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BYTES_PER_ENTRY, sizeMaps } from '../../src/dataplane/sizing.js';
+import { BYTES_PER_ENTRY, DEFAULT_MAP_SIZE_RATIO, sizeMaps } from '../../src/dataplane/sizing.js';
 import { DEFAULTS } from '../../src/dataplane/datapath.js';
 
 const GiB = 2 ** 30;
-const size = (memGiB: number, flags = {}, ratio = 0.0025) => sizeMaps({ ratio, memTotalBytes: memGiB * GiB, flags, defaults: DEFAULTS });
+const size = (memGiB: number, flags = {}, ratio = DEFAULT_MAP_SIZE_RATIO) => sizeMaps({ ratio, memTotalBytes: memGiB * GiB, flags, defaults: DEFAULTS });
 
-test('a 24 GiB node: the budget (0.25 % of memory) split between flows, reverse translations and affinity', () => {
+test('a 24 GiB node: the budget (0.2 % of memory) split between flows, reverse translations and affinity', () => {
   const s = size(24);
-  assert.equal(s.budgetBytes, Math.floor(0.0025 * 24 * GiB));
+  assert.equal(DEFAULT_MAP_SIZE_RATIO, 0.002);
+  assert.equal(s.budgetBytes, Math.floor(0.002 * 24 * GiB));
   assert.deepEqual(s.source, { ctEntries: 'memory', revnatEntries: 'memory', affinityEntries: 'memory' });
   for (const k of ['ctEntries', 'revnatEntries', 'affinityEntries'] as const) assert.equal(s.sizes[k] % 1024, 0);
   assert.ok(s.bytes <= s.budgetBytes && s.bytes > 0.85 * s.budgetBytes, `${s.bytes} of ${s.budgetBytes}`);
