@@ -5,7 +5,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Lab, defaultSpec } from '../../harness/lab/lab.js';
@@ -280,7 +280,9 @@ describe('socket LB in the lab', () => {
 
   test('TCP connects evict neither the reverse translations UDP replies need nor a live TCP socket\'s peer', async () => {
     // Node 2's agent was stopped and cleaned up above: it comes back with a small UDP reverse map.
-    await lab.startAgent('n2', PORTS.n2, ['--revnat-entries', '512']);
+    const pid = await lab.startAgent('n2', PORTS.n2, ['--revnat-entries', '512']);
+    // The agent re-executed itself (same pid) with a small young generation (bin/switchyard.js).
+    assert.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=2'));
     await apply();
     const udpMap = new BpfMap(native().objGet(join(lab.bpfRootOf('n2'), 'sy_sock_revnat4')), sockRevnat4KeyCodec, sockRevnat4ValCodec);
     try {
