@@ -547,7 +547,7 @@ async function churnScenario(api: Api, r: Running, fillers: number): Promise<Non
   };
 }
 
-/** Kernel memory (memlock) and entries of a switchyard agent's BPF maps: the pinned ones and the inner Maglev tables. */
+/** Kernel memory (memlock) and entries of a switchyard agent's BPF maps: the pinned ones and the Maglev pool inside sy_mg_pool. */
 function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number; byMap: Record<string, number> } {
   const root = lab.bpfRootOf(n);
   const all = JSON.parse(sh('bpftool', ['-j', 'map', 'show'])) as { id: number; bytes_memlock?: number; name?: string }[];
@@ -567,9 +567,9 @@ function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number;
     }
   }
   let inner = 0;
-  // Inner maps of the map-of-maps (one Maglev table per frontend).
+  // The inner maps of the maps of maps: the Maglev pool (sy_mg_pool; one Maglev table per frontend in builds before it).
   for (const m of agentStatus.maps ?? []) {
-    if (!/maglev/.test(m.name) || !/of_maps/.test(m.type ?? '')) continue;
+    if (!/maglev|mg_pool/.test(m.name) || !/of_maps/.test(m.type ?? '')) continue;
     const dump = JSON.parse(sh('bpftool', ['-j', 'map', 'dump', 'pinned', join(root, m.name)])) as any[];
     for (const e of dump) {
       // bpftool prints a map-in-map value as the inner map's id, little-endian hex bytes.
@@ -582,7 +582,7 @@ function bpfMaps(n: string, agentStatus: any): { bytes: number; entries: number;
       inner += byId.get(id)?.bytes_memlock ?? 0;
     }
   }
-  byMap['(inner Maglev tables)'] = inner;
+  byMap['(Maglev pool)'] = inner;
   const entries = (agentStatus.maps ?? []).reduce((a: number, m: any) => a + (m.entries ?? 0), 0);
   return { bytes, entries, byMap };
 }

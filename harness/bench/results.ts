@@ -92,7 +92,7 @@ export interface BlockResult {
     kernelBytes?: PerNode;
     /** switchyard: kernel memory of its BPF maps (memlock, inner Maglev maps included). */
     bpfMapBytes?: PerNode;
-    /** switchyard, node n1: memlock per pinned map, and of the inner Maglev tables together. */
+    /** switchyard, node n1: memlock per pinned map, and of the Maglev pool ("(Maglev pool)"; "(inner Maglev tables)" in older results, 0 there for the pool). */
     bpfMapBytesByMap?: Record<string, number>;
     /** switchyard: entries in its BPF maps. */
     mapEntries?: PerNode;
