@@ -151,7 +151,8 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, __u32 *add
 	if (!svc)
 		return 0;
 
-	rkey.cookie = bpf_get_socket_cookie(ctx);
+	/* Only UDP needs the cookie (its flow hash and reverse key): TCP sockets skip the global counter. */
+	rkey.cookie = proto == IPPROTO_TCP ? 0 : bpf_get_socket_cookie(ctx);
 	ret = sy_sock_pick(ctx, svc, rkey.cookie, proto, 4, &be);
 	if (ret < 0)
 		return ret;
@@ -219,7 +220,8 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, __u32 *add
 	if (!svc)
 		return 0;
 
-	rkey.cookie = bpf_get_socket_cookie(ctx);
+	/* Only UDP needs the cookie (its flow hash and reverse key): TCP sockets skip the global counter. */
+	rkey.cookie = proto == IPPROTO_TCP ? 0 : bpf_get_socket_cookie(ctx);
 	ret = sy_sock_pick(ctx, svc, rkey.cookie, proto, 6, &be);
 	if (ret < 0)
 		return ret;

@@ -36,7 +36,8 @@
  *   - counters: per-CPU counts: copied, and the increments made until the
  *     swap added at the end;
  *   - sockets: kept with each socket (socket local storage): the kernel lists
- *     no such map, so a layout change starts the new map empty (counted);
+ *     no such map, so a layout change starts the new map empty (nothing to
+ *     count: the entries it had are not known);
  *   - retired: a map an older build pinned that this one no longer has
  *     (RETIRED_MAPS): unpinned once the new programs serve, freed with the
  *     old programs.
@@ -278,7 +279,7 @@ function retire(obj: NativeBpfObject): void {
       }
       unlinkSync(pin);
     } catch {
-      continue; // another agent's finish got there first
+      continue; // the other object's finish (socket or tc) got there first
     }
     const at = new Date().toISOString();
     migrations.push({
