@@ -5,7 +5,7 @@
  * command at the top. Pure: returns file name → content.
  */
 import { COLORS, lineChart, type Series } from './svg.js';
-import { DATAPLANES, comparable, findBlock, machineKey, type BlockResult, type Dataplane, type LoadPair, type PerNode, type Results } from './results.js';
+import { DATAPLANES, comparable, findBlock, machineKey, type BlockResult, type Dataplane, type LoadPair, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
 
 const LABEL: Record<Dataplane, string> = { switchyard: 'switchyard', iptables: 'kube-proxy iptables', nftables: 'kube-proxy nftables' };
 
@@ -410,7 +410,10 @@ export function renderReport(r: Results): Record<string, string> {
   if (lab) {
     L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
     if (r.runs && r.runs.length > 1) {
-      L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) === machineKey(r.runs![0].machine) ? '' : ' (**another machine**)'}`]), ['---:', '---', '---', '---', '---']), '');
+      L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) !== machineKey(r.runs![0].machine) ? ' (**another machine**)' : bootOf(x.machine, r.runs!)}`]), ['---:', '---', '---', '---', '---']), '');
+    }
+    if (r.runs && new Set(r.runs.map((x) => x.machine.bootId ?? '?')).size > 1) {
+      L.push('The runs share one machine type (CPU, memory, kernel build) but not one boot: each session here is a new VM of that type. Ratios between blocks of two boots are computed, as for one machine; each block carries its own direct baselines, which show how far two boots differ.', '');
     }
     L.push(table(['#', 'Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], r.blocks.map((b) => [
       String(b.order + 1), n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
@@ -422,4 +425,10 @@ export function renderReport(r: Results): Record<string, string> {
   if (creates.length) L.push(`Set-up: ${creates.map((p) => `${p.name} ${dur(p.seconds)}`).join(', ')}.`, '');
   files['report.md'] = L.join('\n');
   return files;
+}
+
+/** ", boot N" when runs of one machine type came from more than one boot (boots numbered in order of first appearance). */
+function bootOf(m: Machine, runs: RunInfo[]): string {
+  const boots = [...new Set(runs.map((x) => x.machine.bootId ?? '?'))];
+  return boots.length > 1 ? `, boot ${boots.indexOf(m.bootId ?? '?') + 1}` : '';
 }

@@ -695,6 +695,7 @@ function machine(kubeProxyBin: string): Machine {
     nft: tryText(() => sh('nft', ['--version'])),
     iptables: tryText(() => sh('iptables', ['--version'])),
     loadAverageStart: loadavg().map((x) => +x.toFixed(2)),
+    bootId: tryText(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()),
   };
 }
 
@@ -885,7 +886,18 @@ async function main(): Promise<void> {
         scrubNodes();
         const start = Date.now();
         running = await startDataplane(dp, api, scale);
+        const r0 = running;
         const done = await running.waitSynced(start, opts.syncTimeoutMin * 60_000).catch((e: Error) => {
+          // What the first sync had cost when it was given up: memory of the process and the kernel memory it had caused.
+          const at = NODES.map((n) => {
+            try {
+              const m = memOf(r0.pids[n]);
+              return `${n} RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB (peak ${(m.hwm / 2 ** 20).toFixed(0)}), kernel ${(r0.memcgs[n].kernelBytes() / 2 ** 20).toFixed(0)} MiB`;
+            } catch (err) {
+              return `${n} not measured (${(err as Error).message.slice(0, 80)})`;
+            }
+          });
+          b.notes.push(`at the time-out: ${at.join('; ')}`);
           throw new Error(`did not sync within ${opts.syncTimeoutMin} min (--sync-timeout): ${e.message}`);
         });
         b.coldSyncMs = { n1: Math.round(done.n1 - start), n2: Math.round(done.n2 - start) };

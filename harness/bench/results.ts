@@ -144,6 +144,8 @@ export interface Machine {
   iptables: string;
   loadAverageStart: number[];
   loadAverageEnd?: number[];
+  /** /proc/sys/kernel/random/boot_id: blocks of one machine type run on different boots (each session here is a new VM) say so. */
+  bootId?: string;
 }
 
 /** One invocation that added blocks to a report (--resume adds a run each time). */

@@ -137,3 +137,21 @@ test('blocks from several runs: the report names each block\'s run and load, and
   assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*another machine\*\*\) \|/);
   assert.match(blocks, /\| 2 \| 10,000 \| kube-proxy iptables \| 2 \| 2026-01-01 00:00:00 \| 0\.42 \/ 0\.50 \/ 0\.60 \|/);
 });
+
+test('blocks from two boots of one machine type: ratios computed, each run says its boot', () => {
+  const r = results([10000]);
+  r.runs = [
+    { command: r.command, startedAt: r.startedAt, machine: { ...r.machine, bootId: 'a' } },
+    { command: `${r.command} --resume x`, startedAt: '2026-01-02T00:00:00.000Z', machine: { ...r.machine, bootId: 'b' } },
+  ];
+  r.blocks.find((b) => b.dataplane === 'iptables')!.run = 1;
+  const md = renderReport(r)['report.md'];
+  const east = md.slice(md.indexOf('## 1. East-west'), md.indexOf('## 2.'));
+  assert.ok(east.includes('| 10,000 | p50 µs (direct) | 102 (100) | 250 (100) | 150 (100) | 0.41× | 0.68× |'), east);
+  const blocks = md.slice(md.indexOf('## Blocks'));
+  assert.match(blocks, /not one boot/);
+  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| 2026-01-02T00:00:00 \| unfinished \| h, 2 × cpu, 24 GiB, Linux 6\.1, boot 2 \|/);
+  // One boot (or results written before boots were recorded): nothing said.
+  r.runs[1].machine.bootId = 'a';
+  assert.doesNotMatch(renderReport(r)['report.md'], /not one boot|, boot \d/);
+});
