@@ -283,6 +283,8 @@ describe('socket LB in the lab', () => {
     const pid = await lab.startAgent('n2', PORTS.n2, ['--revnat-entries', '512']);
     // The agent re-executed itself (same pid) with a small young generation (bin/switchyard.js).
     assert.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=2'));
+    // … and with glibc's arenas capped (an environment that sets MALLOC_ARENA_MAX keeps its own).
+    assert.ok(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? '2'}`));
     await apply();
     const udpMap = new BpfMap(native().objGet(join(lab.bpfRootOf('n2'), 'sy_sock_revnat4')), sockRevnat4KeyCodec, sockRevnat4ValCodec);
     try {
