@@ -304,7 +304,7 @@ export function renderReport(r: Results): Record<string, string> {
   L.push('# switchyard against kube-proxy (iptables, nftables): benchmark report', '');
   L.push(`Command (root, repository root; \`switchyard-lab bench\` and \`bash scripts/bench.sh\` take the same options):`, '', '    ' + r.command, '');
   L.push(`Machine: \`${m.host}\`, ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Linux ${m.kernel}, ${m.os}; Node ${m.node}; ${m.kubeProxyVersion}; ${m.nft}; ${m.iptables}.`);
-  L.push(`Load average at the start ${m.loadAverageStart.join(' / ')}${m.loadAverageEnd ? `, at the end ${m.loadAverageEnd.join(' / ')}` : ''}.`);
+  L.push(`Load average at the start ${m.loadAverageStart.join(' / ')}${m.loadAverageEnd ? `, at the end ${m.loadAverageEnd.join(' / ')}` : ''}.${r.runs?.[0]?.revision ? ` switchyard at commit ${r.runs[0].revision}${r.runs.length > 1 ? ' (later runs: the Blocks section)' : ''}.` : ''}`);
   L.push(`Run: ${r.startedAt}${r.finishedAt ? ` → ${r.finishedAt} (${dur(totalS)})` : ' (unfinished: partial report)'}. Scales ${r.options.scales.map(n0).join(', ')} Services × ${r.options.endpoints} endpoints; latency ${r.options.latencyCount} connections per target, rate ${r.options.rateSeconds} s per target at ${r.options.concurrency} connections in flight, conntrack ${n0(r.options.conntrackConnections)} connections, ${r.options.reps} programming changes, churn ${r.options.churnRate}/s for ${r.options.churnSeconds} s; kube-proxy iptables mode on ${r.options.iptablesBackend === 'legacy' ? 'legacy iptables (x_tables: `iptables-legacy`, as the kube-proxy image picks on a legacy host)' : 'iptables-nft (the machine\'s `iptables`)'}.`);
   if (r.quick) L.push('', '**Quick run** (`--quick`): small scales and short durations, for checking that the benchmark and the report work. Its figures are not for comparison.');
   L.push('', 'Method, topology and how to read each figure: [docs/benchmarks.md](../../../docs/benchmarks.md). Raw figures: [results.json](results.json).', '');
@@ -410,7 +410,7 @@ export function renderReport(r: Results): Record<string, string> {
   if (lab) {
     L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
     if (r.runs && r.runs.length > 1) {
-      L.push(table(['run', 'command', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) !== machineKey(r.runs![0].machine) ? ' (**another machine**)' : bootOf(x.machine, r.runs!)}`]), ['---:', '---', '---', '---', '---']), '');
+      L.push(table(['run', 'command', 'switchyard commit', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.revision ?? '–', x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) !== machineKey(r.runs![0].machine) ? ' (**another machine**)' : bootOf(x.machine, r.runs!)}`]), ['---:', '---', '---', '---', '---', '---']), '');
     }
     if (r.runs && new Set(r.runs.map((x) => x.machine.bootId ?? '?')).size > 1) {
       L.push('The runs share one machine type (CPU, memory, kernel build) but not one boot: each session here is a new VM of that type. Ratios between blocks of two boots are computed, as for one machine; each block carries its own direct baselines, which show how far two boots differ.', '');
@@ -420,6 +420,13 @@ export function renderReport(r: Results): Record<string, string> {
       b.loadAverageAtStart ? b.loadAverageAtStart.map((x) => x.toFixed(2)).join(' / ') : '–', b.seconds ? dur(b.seconds) : '–',
       [b.error ? `**failed**: ${b.error.split('\n')[0]}` : '', ...b.notes].filter(Boolean).join('; ').replace(/\|/g, '\\|'),
     ]), ['---:', '---:', '---', '---:', '---', '---', '---:', '---']), '');
+    if (r.replaced?.length) {
+      L.push('Blocks measured again (`--only … --redo`, after a change to the agent): the tables above use the newer block; the older one stays in results.json (`replaced`).', '');
+      L.push(table(['Services', 'dataplane', 'run', 'started', 'what became of it'], r.replaced.map((b) => [
+        n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
+        b.error ? `failed (${b.error.split('\n')[0].replace(/\|/g, '\\|')}): run ${b.replacedByRun + 1}'s block stays` : `replaced by run ${b.replacedByRun + 1}'s`,
+      ]), ['---:', '---', '---:', '---', '---']), '');
+    }
   }
   const creates = r.phases.filter((p) => p.name.startsWith('create ') || p.name === 'lab up');
   if (creates.length) L.push(`Set-up: ${creates.map((p) => `${p.name} ${dur(p.seconds)}`).join(', ')}.`, '');

@@ -7,7 +7,7 @@
  *        [--dataplanes switchyard,iptables,nftables] [--out DIR] [--prefix sybn] [--port-base 19700]
  *        [--latency-count N] [--rate-seconds S] [--concurrency C] [--conntrack-connections N]
  *        [--reps N] [--churn-rate R] [--churn-seconds S] [--sync-timeout MIN]
- *        [--resume DIR] [--only DATAPLANE@SCALE,…] [--etcd-dir DIR] [--quiet-load 1] [--quiet-wait MIN]
+ *        [--resume DIR] [--only DATAPLANE@SCALE,… [--redo]] [--etcd-dir DIR] [--quiet-load 1] [--quiet-wait MIN]
  *        [--cluster lab|kind]
  *   node dist/harness/bench/report.js --render DIR/results.json     (rewrites report.md and the charts)
  *
@@ -77,7 +77,7 @@ import { KubeProxy, flushLegacyIptables, legacyIptablesRules, type IptablesBacke
 import { endpointSlice, service } from '../lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../../src/maglev/index.js';
-import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results } from './results.js';
+import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
 import { renderReport } from './render.js';
 import { Api, appliedAll } from './api.js';
 import { waitSettled } from './settle.js';
@@ -107,6 +107,7 @@ const { values: argv } = parseArgs({
     scenarios: { type: 'string', default: 'east-west,north-south,conntrack,programming,churn,memory' },
     resume: { type: 'string' },
     only: { type: 'string' },
+    redo: { type: 'boolean', default: false },
     'quiet-load': { type: 'string', default: '1' },
     'quiet-wait': { type: 'string', default: '15' },
     'etcd-dir': { type: 'string' },
@@ -179,6 +180,7 @@ if (only) {
   opts.scales = [...new Set(only.map((o) => o.scale))].sort((a, b) => a - b);
   opts.dataplanes = DATAPLANES.filter((d) => only.some((o) => o.dp === d));
 }
+if (argv.redo && !(only && argv.resume)) throw new Error('--redo measures again blocks a report has: give --resume DIR and --only DATAPLANE@SCALE,…');
 const quietLoad = Number(argv['quiet-load']);
 const quietWaitMin = Number(argv['quiet-wait']);
 if (!(quietLoad > 0) || !(quietWaitMin >= 0)) throw new Error('--quiet-load: a load average > 0; --quiet-wait: minutes >= 0');
@@ -699,6 +701,17 @@ function machine(kubeProxyBin: string): Machine {
   };
 }
 
+/** The commit whose agent is measured, "+" when the work tree differs from it; undefined outside a git checkout. */
+function revision(): string | undefined {
+  try {
+    const head = sh('git', ['-C', repoRoot, 'rev-parse', '--short', 'HEAD']).trim();
+    const dirty = sh('git', ['-C', repoRoot, 'status', '--porcelain', '--untracked-files=no', '--', 'src', 'bpf', 'native', 'bin']).trim() !== '';
+    return head + (dirty ? '+' : '');
+  } catch {
+    return undefined;
+  }
+}
+
 function outDir(): string {
   if (argv.resume) return argv.resume;
   if (argv.out) return argv.out;
@@ -745,7 +758,7 @@ async function waitQuietMachine(below = quietLoad): Promise<{ quiet: boolean; lo
 
 /** The report's results: DIR's (--resume), with this run added, or new. */
 function loadResults(dir: string, command: string, kubeProxyBin: string): { results: Results; runNo: number } {
-  const thisRun = { command, startedAt: new Date().toISOString(), machine: machine(kubeProxyBin) };
+  const thisRun: RunInfo = { command, startedAt: new Date().toISOString(), machine: machine(kubeProxyBin), revision: revision() };
   let results: Results;
   if (argv.resume) {
     results = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as Results;
@@ -814,7 +827,8 @@ async function main(): Promise<void> {
   const { results, runNo } = loadResults(dir, command, cp.bins.kubeProxy);
   // The blocks this run makes: those asked for that the report does not have, or that failed there.
   const wanted = (dp: Dataplane, scale: number) => (only ? only.some((o) => o.dp === dp && o.scale === scale) : opts.dataplanes.includes(dp) && opts.scales.includes(scale));
-  const have = (dp: Dataplane, scale: number) => results.blocks.some((b) => b.dataplane === dp && b.services === scale && !b.error);
+  // --redo: the blocks asked for run even where the report has them; each replaces its predecessor once it succeeds.
+  const have = (dp: Dataplane, scale: number) => !argv.redo && results.blocks.some((b) => b.dataplane === dp && b.services === scale && !b.error);
   const todo = opts.scales.flatMap((scale) => opts.dataplanes.filter((dp) => wanted(dp, scale) && !have(dp, scale)).map((dp) => ({ dp, scale })));
   results.blocks = results.blocks.filter((b) => !(b.error && todo.some((t) => t.dp === b.dataplane && t.scale === b.services)));
   if (todo.length === 0) {
@@ -879,7 +893,8 @@ async function main(): Promise<void> {
       log(`block ${todo.findIndex((t) => t.dp === dp && t.scale === scale) + 1}/${blocksTotal}: ${dp} at ${scale} Services (${Math.round(elapsed / 60)} min so far; load ${quiet.load.join(' / ')})`);
       const b: BlockResult = { dataplane: dp, services: scale, endpoints: E, order: blockNo++, run: runNo, loadAverageAtStart: quiet.load, startedAt: new Date().toISOString(), notes: [] };
       if (!quiet.quiet) b.notes.push(`the machine was not quiet: load average ${quiet.load[0]} ≥ ${quietLoad} after waiting ${quietWaitMin} min`);
-      results.blocks.push(b);
+      const prev = results.blocks.find((x) => x.dataplane === dp && x.services === scale && !x.error);
+      if (!prev) results.blocks.push(b);
       const tb = Date.now();
       let running: Running | undefined;
       try {
@@ -934,6 +949,16 @@ async function main(): Promise<void> {
       } finally {
         await running?.stop().catch((e) => b.notes.push(`stop: ${(e as Error).message.slice(0, 300)}`));
         b.seconds = (Date.now() - tb) / 1000;
+        if (prev) {
+          // A block measured again: the new one takes the old one's place if it succeeded; the other is kept aside.
+          results.replaced ??= [];
+          if (b.error) {
+            results.replaced.push({ ...b, replacedByRun: prev.run ?? 0 });
+          } else {
+            results.blocks[results.blocks.indexOf(prev)] = b;
+            results.replaced.push({ ...prev, replacedByRun: runNo });
+          }
+        }
         results.phases.push({ name: `${dp} ${scale}`, seconds: b.seconds });
         write(dir, results); // partial report after each block
       }

@@ -154,6 +154,8 @@ export interface RunInfo {
   startedAt: string;
   finishedAt?: string;
   machine: Machine;
+  /** The switchyard commit measured (`git rev-parse --short HEAD`, "+" when the tree had changes), when the run could tell. */
+  revision?: string;
 }
 
 export interface Results {
@@ -180,6 +182,8 @@ export interface Results {
   };
   machine: Machine;
   blocks: BlockResult[];
+  /** Blocks measured again by a later run (`--only … --redo`): kept for the record, out of every table. */
+  replaced?: (BlockResult & { replacedByRun: number })[];
   /**
    * Blocks run on a kind cluster (report.js --cluster kind, harness/bench/kind.ts): cold sync,
    * east-west, programming and memory; n1 and n2 are the two workers.

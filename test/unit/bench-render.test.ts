@@ -134,7 +134,7 @@ test('blocks from several runs: the report names each block\'s run and load, and
   const rows = goalRows(md);
   assert.match(rows.find((x) => /at least 1.5×/.test(x))!, /not comparable: the two blocks ran on different machines .*\| not measured \|$/);
   const blocks = md.slice(md.indexOf('## Blocks'));
-  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*another machine\*\*\) \|/);
+  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| – \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*another machine\*\*\) \|/);
   assert.match(blocks, /\| 2 \| 10,000 \| kube-proxy iptables \| 2 \| 2026-01-01 00:00:00 \| 0\.42 \/ 0\.50 \/ 0\.60 \|/);
 });
 
@@ -142,7 +142,7 @@ test('blocks from two boots of one machine type: ratios computed, each run says 
   const r = results([10000]);
   r.runs = [
     { command: r.command, startedAt: r.startedAt, machine: { ...r.machine, bootId: 'a' } },
-    { command: `${r.command} --resume x`, startedAt: '2026-01-02T00:00:00.000Z', machine: { ...r.machine, bootId: 'b' } },
+    { command: `${r.command} --resume x`, startedAt: '2026-01-02T00:00:00.000Z', machine: { ...r.machine, bootId: 'b' }, revision: 'abc1234+' },
   ];
   r.blocks.find((b) => b.dataplane === 'iptables')!.run = 1;
   const md = renderReport(r)['report.md'];
@@ -150,8 +150,23 @@ test('blocks from two boots of one machine type: ratios computed, each run says 
   assert.ok(east.includes('| 10,000 | p50 µs (direct) | 102 (100) | 250 (100) | 150 (100) | 0.41× | 0.68× |'), east);
   const blocks = md.slice(md.indexOf('## Blocks'));
   assert.match(blocks, /not one boot/);
-  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| 2026-01-02T00:00:00 \| unfinished \| h, 2 × cpu, 24 GiB, Linux 6\.1, boot 2 \|/);
+  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| abc1234\+ \| 2026-01-02T00:00:00 \| unfinished \| h, 2 × cpu, 24 GiB, Linux 6\.1, boot 2 \|/);
   // One boot (or results written before boots were recorded): nothing said.
   r.runs[1].machine.bootId = 'a';
   assert.doesNotMatch(renderReport(r)['report.md'], /not one boot|, boot \d/);
+});
+
+test('a block measured again (--redo): the tables use the newer one, the older is listed as replaced', () => {
+  const r = results([1000]);
+  const sy = r.blocks.find((b) => b.dataplane === 'switchyard')!;
+  r.runs = [{ command: r.command, startedAt: r.startedAt, machine: r.machine }, { command: `${r.command} --resume x --only switchyard@1000 --redo`, startedAt: '2026-01-02T00:00:00.000Z', machine: r.machine }];
+  const old = { ...sy, eastWest: structuredClone(sy.eastWest) };
+  old.eastWest!.latency.service.p50 = 999;
+  sy.run = 1;
+  r.replaced = [{ ...old, replacedByRun: 1 }];
+  const md = renderReport(r)['report.md'];
+  const east = md.slice(md.indexOf('## 1. East-west'), md.indexOf('## 2.'));
+  assert.ok(east.includes('| 1,000 | p50 µs (direct) | 102 (100) |'), east);
+  assert.doesNotMatch(east, /999/);
+  assert.match(md.slice(md.indexOf('## Blocks')), /\| 1,000 \| switchyard \| 1 \| 2026-01-01 00:00:00 \| replaced by run 2's \|/);
 });
