@@ -14,6 +14,7 @@
 #include <linux/bpf.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdarg>
 #include <cstring>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <sys/mman.h>
 #include <thread>
 #include <net/if.h>
+#include <pthread.h>
 #include <mutex>
 #include <set>
 #include <string>
@@ -62,6 +64,24 @@ int LibbpfPrint(enum libbpf_print_level level, const char *fmt, va_list args) {
   if (g_capture && g_log.size() < (1u << 20)) g_log.append(buf, n > 0 ? std::min<size_t>(n, sizeof(buf) - 1) : 0);
   return 0;
 }
+
+// The verifier stops with EAGAIN as soon as a signal is pending for the loading thread
+// (kernel/bpf/verifier.c checks signal_pending() while it walks a program) and libbpf tries a
+// load only a few times: a process sampled by a profiler (V8's --cpu-prof sends SIGPROF to the
+// main thread every interval) or hit by a stream of signals never gets its programs loaded.
+// Signals wait for the load instead (well under a second) and arrive when the mask is restored;
+// process-directed ones (SIGTERM) go to a thread that does not block them meanwhile.
+struct SignalsHeld {
+  sigset_t old;
+  SignalsHeld() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+  }
+  ~SignalsHeld() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+  SignalsHeld(const SignalsHeld &) = delete;
+  SignalsHeld &operator=(const SignalsHeld &) = delete;
+};
 
 struct LogCapture {
   LogCapture() {
@@ -277,7 +297,11 @@ class BpfObject : public Napi::ObjectWrap<BpfObject> {
   Napi::Value Load(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     LogCapture cap;
-    int err = bpf_object__load(Obj(env));
+    int err;
+    {
+      SignalsHeld held;
+      err = bpf_object__load(Obj(env));
+    }
     if (err) ThrowErrno(env, err, "bpf_object__load", cap.Take());
     return env.Undefined();
   }
