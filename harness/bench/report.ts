@@ -343,7 +343,8 @@ async function startDataplane(dp: Dataplane, api: Api, services: number): Promis
           const t = Date.now();
           for (;;) {
             try {
-              const st = (await lab.agentGet(n, '/v1/status')).body;
+              // Without the map occupancy: counting every entry at every 20-ms poll cost the agent ~1/3 of a CPU at 50,000 Services.
+              const st = (await lab.agentGet(n, '/v1/status?maps=false')).body;
               if (appliedAll(st, want)) {
                 done[n] = Date.parse(st.lastSync?.at ?? '') || Date.now();
                 return;

@@ -418,7 +418,7 @@ export class ControlPlane {
       let last = '';
       for (;;) {
         try {
-          const st = (await this.lab.agentGet(node, '/v1/status')).body as { source?: { appliedVersion?: string } };
+          const st = (await this.lab.agentGet(node, '/v1/status?maps=false')).body as { source?: { appliedVersion?: string } };
           last = st.source?.appliedVersion ?? '';
           const have = parseKubeVersion(last);
           if (Object.entries(min).every(([k, rv]) => rv === undefined || (have[k as Resource] !== undefined && BigInt(have[k as Resource]!) >= BigInt(rv)))) break;

@@ -471,7 +471,7 @@ export class Lab {
     for (const node of Object.keys(this.state.agents)) {
       for (;;) {
         try {
-          const s = (await this.agentGet(node, '/v1/status')).body as { source?: { appliedVersion?: string } };
+          const s = (await this.agentGet(node, '/v1/status?maps=false')).body as { source?: { appliedVersion?: string } };
           if (s.source?.appliedVersion === version) break;
         } catch {
           /* restarting */

@@ -158,14 +158,18 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
       return 'switchyard';
     });
 
-    get('/v1/status', { summary: 'Programs, links, kernel features, map occupancy, last sync', response: { 200: S.statusResponse } }, async () => ({
-      ...deps.agent.status(),
-      ...(deps.version ? { version: deps.version } : {}),
-      bpfRoot: deps.maps.bpfRoot,
-      links: pinnedLinks(deps.maps.bpfRoot),
-      kernel: deps.features,
-      maps: await mapStatsAsync(deps.maps.bpfRoot),
-    }));
+    get(
+      '/v1/status',
+      { summary: 'Programs, links, kernel features, map occupancy (maps=false: without it), last sync', querystring: S.statusQuery, response: { 200: S.statusResponse } },
+      async (req) => ({
+        ...deps.agent.status(),
+        ...(deps.version ? { version: deps.version } : {}),
+        bpfRoot: deps.maps.bpfRoot,
+        links: pinnedLinks(deps.maps.bpfRoot),
+        kernel: deps.features,
+        ...(req.query.maps ? { maps: await mapStatsAsync(deps.maps.bpfRoot) } : {}),
+      }),
+    );
 
     get(
       '/v1/services',

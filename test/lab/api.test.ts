@@ -343,6 +343,12 @@ describe('REST API on real maps', () => {
     assert.deepEqual({ entries: svc4.entries, capacity: svc4.capacity }, { entries: 3, capacity: 64 });
     assert.equal(s.maps.find((m: any) => m.name === 'sy_svc_stats').entries, null, 'arrays are always full');
     assert.ok(s.maps.some((m: any) => m.name === 'sy_svc_meta'));
+    // Pollers of the sync state leave the map walk out.
+    const light = (await get('/v1/status?maps=false')).body;
+    assert.equal(light.maps, undefined);
+    assert.equal(light.source.appliedVersion, s.source.appliedVersion);
+    assert.deepEqual(light.kernel, s.kernel);
+    assert.equal((await get('/v1/status?maps=sometimes')).status, 400);
   });
 
   test('/metrics exports occupancy, capacity and the service cap', async () => {
