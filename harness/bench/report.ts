@@ -617,8 +617,8 @@ async function memoryScenario(r: Running): Promise<NonNullable<BlockResult['memo
     out.mapEntries = {} as PerNode;
     out.jsHeap = {} as PerNode<{ used: number; total: number; external: number }>;
     for (const n of NODES) {
-      out.jsHeap[n] = jsHeapOf(String((await lab.agentGet(n, '/metrics')).body));
-      const st = (await lab.agentGet(n, '/v1/status')).body;
+      out.jsHeap[n] = jsHeapOf(String((await lab.agentGet(n, '/metrics', 120_000)).body));
+      const st = (await lab.agentGet(n, '/v1/status', 120_000)).body;
       const b = bpfMaps(n, st);
       out.bpfMapBytes[n] = b.bytes;
       out.mapEntries[n] = b.entries;

@@ -413,7 +413,8 @@ export class Lab {
   }
 
   /** GET on a running agent's API (TCP port in the root namespace, or its unix socket). */
-  async agentGet(node: string, path: string): Promise<{ status: number; body: any }> {
+  /** GET on an agent's API; `timeoutMs` (unix socket): how long the answer may keep the socket silent (counting every map at 50,000 Services takes seconds). */
+  async agentGet(node: string, path: string, timeoutMs = 5000): Promise<{ status: number; body: any }> {
     const a = this.state.agents[node];
     if (!a) throw new Error(`lab: agent ${node} is not running`);
     if (!a.apiSocket) {
@@ -428,7 +429,7 @@ export class Lab {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parseMaybe(b) }));
       });
       req.on('error', reject);
-      req.setTimeout(5000, () => req.destroy(new Error('timeout')));
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout: ${path} gave no answer within ${timeoutMs} ms`)));
     });
   }
 
