@@ -293,6 +293,18 @@ function memOf(pid: number): { rss: number; hwm: number } {
   return { rss: Number(/VmRSS:\s+(\d+)/.exec(s)![1]) * 1024, hwm: Number(/VmHWM:\s+(\d+)/.exec(s)![1]) * 1024 };
 }
 
+/** Each node's process RSS (and peak) and the kernel memory it caused, as one line: what a first sync given up had cost. */
+function memoryNow(r: Running): string {
+  return NODES.map((n) => {
+    try {
+      const m = memOf(r.pids[n]);
+      return `${n} RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB (peak ${(m.hwm / 2 ** 20).toFixed(0)}), kernel ${(r.memcgs[n].kernelBytes() / 2 ** 20).toFixed(0)} MiB`;
+    } catch (err) {
+      return `${n} not measured (${(err as Error).message.slice(0, 80)})`;
+    }
+  }).join('; ');
+}
+
 /** The running dataplane: process per node and how to tell it is in sync. */
 interface Running {
   dp: Dataplane;
@@ -902,18 +914,9 @@ async function main(): Promise<void> {
         scrubNodes();
         const start = Date.now();
         running = await startDataplane(dp, api, scale);
-        const r0 = running;
+        const r = running;
         const done = await running.waitSynced(start, opts.syncTimeoutMin * 60_000).catch((e: Error) => {
-          // What the first sync had cost when it was given up: memory of the process and the kernel memory it had caused.
-          const at = NODES.map((n) => {
-            try {
-              const m = memOf(r0.pids[n]);
-              return `${n} RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB (peak ${(m.hwm / 2 ** 20).toFixed(0)}), kernel ${(r0.memcgs[n].kernelBytes() / 2 ** 20).toFixed(0)} MiB`;
-            } catch (err) {
-              return `${n} not measured (${(err as Error).message.slice(0, 80)})`;
-            }
-          });
-          b.notes.push(`at the time-out: ${at.join('; ')}`);
+          b.notes.push(`at the time-out: ${memoryNow(r)}`);
           throw new Error(`did not sync within ${opts.syncTimeoutMin} min (--sync-timeout): ${e.message}`);
         });
         b.coldSyncMs = { n1: Math.round(done.n1 - start), n2: Math.round(done.n2 - start) };

@@ -412,8 +412,11 @@ export class Lab {
     throw new Error(`agent ${node} not ready after ${Math.round(readyMs / 1000)} s; log:\n${this.agentLog(node)}`);
   }
 
-  /** GET on a running agent's API (TCP port in the root namespace, or its unix socket). */
-  /** GET on an agent's API; `timeoutMs` (unix socket): how long the answer may keep the socket silent (counting every map at 50,000 Services takes seconds). */
+  /**
+   * GET on a running agent's API (TCP port in the root namespace, or its unix socket); `timeoutMs`
+   * (unix socket): how long the answer may keep the socket silent (counting every map at 50,000
+   * Services takes seconds).
+   */
   async agentGet(node: string, path: string, timeoutMs = 5000): Promise<{ status: number; body: any }> {
     const a = this.state.agents[node];
     if (!a) throw new Error(`lab: agent ${node} is not running`);

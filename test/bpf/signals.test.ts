@@ -8,7 +8,7 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../../src/bpf/native.js';
@@ -16,15 +16,21 @@ import { requireBpf } from './harness.js';
 
 describe('loading under a signal storm', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sy-sigtest-'));
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  // Maps pinned by name go under a pin root of the test's own (with none, libbpf pins them in /sys/fs/bpf itself).
+  const pins = `/sys/fs/bpf/switchyard-sigtest-${process.pid}`;
+  after(() => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(pins, { recursive: true, force: true });
+  });
 
   test('every object loads while a profiler samples the loading thread every 100 µs', () => {
     requireBpf();
-    // Each object opened without pins (nothing attached, nothing left behind), loaded, closed.
+    mkdirSync(pins, { recursive: true });
+    // Each object opened, loaded and closed; nothing is attached, and its pins go with the pin root.
     const script = `
       import { native } from ${JSON.stringify(join(repoRoot, 'dist/src/bpf/native.js'))};
       for (const o of ['sock_lb.o', 'tc_lb.o', 'tc_lb_noct.o', 'sock_destroy.o']) {
-        const obj = new (native().BpfObject)(${JSON.stringify(join(repoRoot, 'bpf'))} + '/' + o, null);
+        const obj = new (native().BpfObject)(${JSON.stringify(join(repoRoot, 'bpf'))} + '/' + o, ${JSON.stringify(pins)});
         try { obj.load(); console.log('loaded ' + o); } finally { obj.close(); }
       }`;
     const r = spawnSync(process.execPath, ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', dir, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 120_000 });
