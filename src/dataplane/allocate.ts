@@ -7,15 +7,24 @@
  * not enough, quarantined runs are reclaimed after one grace period, then the
  * pool is replaced by a larger copy (pool.ts).
  */
-import type { TablePool } from './pool.js';
+import { MG_POOL_INITIAL_SLOTS, type TablePool } from './pool.js';
 import { backendCodec } from './layout.js';
 import { backendVal, maglevKey } from './encode.js';
 import type { Change } from './planner.js';
 import type { BackendState, FrontendState, ReconcilerState } from './reconciler-state.js';
 import { servicePortKey } from '../model/types.js';
 
-/** The pool grows to at least this much more than it needs (fewer copies during a large first sync). */
-const POOL_GROWTH = 1.5;
+/**
+ * How much room a grown pool keeps beyond what it must hold: an eighth, and at least a new
+ * node's pool. The pool is an array allocated whole, so its headroom is kernel memory held for
+ * nothing until used: growing by half again at a first sync of 50,000 Services held ~97 MiB of
+ * empty slots. An eighth still makes copies rare (at 50,000 Services × 10 endpoints the next
+ * copy comes after ~6,000 more tables), and a first sync needs one copy at most.
+ */
+export function grownPoolSize(capacity: number, need: number): number {
+  const room = (n: number) => n + Math.max(MG_POOL_INITIAL_SLOTS, Math.ceil(n / 8));
+  return Math.max(room(capacity), room(need));
+}
 
 /** A backend entry whose value differs from what the map holds. */
 export interface BackendWrite {
@@ -89,8 +98,7 @@ export function ensureFreeSlots(s: ReconcilerState, pool: TablePool, n: number):
     slots.reclaim();
     return;
   }
-  const want = Math.max(Math.ceil(slots.capacity * POOL_GROWTH), Math.ceil((slots.inUse + n) * POOL_GROWTH));
-  pool.grow(want, slots.highWater);
+  pool.grow(grownPoolSize(slots.capacity, slots.inUse + n), slots.highWater);
   slots.grow(pool.capacity);
   slots.reclaim();
 }
@@ -106,8 +114,7 @@ export function allocSlots(s: ReconcilerState, pool: TablePool, m: number): numb
     off = slots.alloc(m);
     if (off !== undefined) return off;
   }
-  const want = Math.max(Math.ceil(slots.capacity * POOL_GROWTH), slots.capacity + m);
-  pool.grow(want, slots.highWater);
+  pool.grow(grownPoolSize(slots.capacity, slots.capacity + m), slots.highWater);
   slots.grow(pool.capacity);
   off = slots.alloc(m);
   if (off === undefined) throw new Error(`no room for a table of ${m} slots in a pool of ${slots.capacity}`);

@@ -21,7 +21,7 @@ export const MG_CHUNK = 16;
 export const MG_CHUNK_BYTES = MG_CHUNK * 4;
 /** Flags of the pool; must equal the template's in bpf/sy_maps.h. */
 export const MG_POOL_FLAGS = BPF_F_INNER_MAP | BPF_F_MMAPABLE;
-/** A new node's pool: 64 Ki slots (256 KiB), enough for ~60 Services of 10 endpoints; it grows by half again when full. */
+/** A new node's pool: 64 Ki slots (256 KiB), enough for ~60 Services of 10 endpoints; it grows to what it must hold and an eighth more (allocate.ts). */
 export const MG_POOL_INITIAL_SLOTS = 65536;
 
 const POOL_SLOT = Buffer.alloc(4);

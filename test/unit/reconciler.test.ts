@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
+import { grownPoolSize } from '../../src/dataplane/allocate.js';
 import { memoryMaps } from './memory-maps.js';
 import { be, fe } from '../fixtures.js';
 
@@ -91,4 +92,29 @@ test('two frontends with the same backends share one table', () => {
   assert.equal(r.written.tables, 1);
   const offs = new Set(m.svc4.entries().map(([, v]) => v.tableOff));
   assert.equal(offs.size, 1);
+});
+
+test('a first sync sizes the table pool to what it holds and an eighth more, not half again', () => {
+  const m = memoryMaps({ maxServices: 4096, maxBackends: 65536 });
+  const rec = new Reconciler(m);
+  // 600 Services of 10 endpoints: 600 tables of 1021 slots, ~9 times a new node's pool.
+  const fes = Array.from({ length: 600 }, (_, i) =>
+    fe(`s${i}`, `10.96.${i >> 8}.${i & 255}`, Array.from({ length: 10 }, (_, j) => be(`10.${100 + (i >> 8)}.${i & 255}.${j + 1}`))));
+  const r = rec.apply(fes);
+  assert.deepEqual(r.errors, []);
+  const u = rec.poolUsage();
+  assert.equal(u.inUse, 600 * 1021);
+  assert.equal(u.grows, 1, 'one copy for the whole first sync');
+  assert.ok(u.capacity >= u.inUse && u.capacity <= Math.ceil(u.inUse * 1.125) + 16, `capacity ${u.capacity} for ${u.inUse} slots in use`);
+  // Growing again later: by an eighth of what it holds, at least a new node's pool.
+  const more = [...fes, ...Array.from({ length: 100 }, (_, i) => fe(`t${i}`, `10.97.0.${i}`, [be(`10.245.0.${i + 1}`)]))];
+  assert.deepEqual(rec.apply(more).errors, []);
+  const v = rec.poolUsage();
+  assert.ok(v.capacity <= Math.ceil(v.inUse * 1.125) + 65536 + 16, `capacity ${v.capacity} for ${v.inUse} slots in use`);
+});
+
+test('grownPoolSize: an eighth of room over the larger of capacity and need, never less than a new pool', () => {
+  assert.equal(grownPoolSize(65536, 80_000), 80_000 + 65536);
+  assert.equal(grownPoolSize(65536, 8_000_000), 9_000_000);
+  assert.equal(grownPoolSize(8_000_000, 100), 9_000_000);
 });
