@@ -18,6 +18,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <thread>
@@ -377,6 +378,17 @@ class BpfObject : public Napi::ObjectWrap<BpfObject> {
 
   bpf_object *obj_ = nullptr;
 };
+
+// ---------------------------------------------------------------- process memory
+
+// mallocTrim() -> boolean: glibc's malloc_trim(0), which gives the kernel back
+// the free pages of every arena (not only the top of the heap). Large JSON
+// lists and apply bursts leave tens of MiB of freed malloc memory resident
+// that glibc keeps for reuse; the agent calls this after its heap reclaim.
+// True when memory was released.
+Napi::Value MallocTrim(const Napi::CallbackInfo &info) {
+  return Napi::Boolean::New(info.Env(), malloc_trim(0) != 0);
+}
 
 // ---------------------------------------------------------------- fds, pins, links
 
@@ -944,6 +956,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
   exports.Set("BpfObject", BpfObject::Init(env));
   exports.Set("close", Napi::Function::New(env, Close));
+  exports.Set("mallocTrim", Napi::Function::New(env, MallocTrim));
   exports.Set("objPin", Napi::Function::New(env, ObjPin));
   exports.Set("objGet", Napi::Function::New(env, ObjGet));
   exports.Set("linkCreateCgroup", Napi::Function::New(env, LinkCreateCgroup));

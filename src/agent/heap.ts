@@ -31,6 +31,8 @@ export function lastResortGc(): (() => void) | undefined {
 
 export interface HeapReclaimOptions {
   gc: () => void;
+  /** Gives the allocator's free pages back to the kernel after the collection (glibc malloc_trim); optional. */
+  trim?: () => void;
   /** RSS growth since the last reclaim that makes the next quiet period reclaim (bytes). */
   growthBytes: number;
   /** How long no apply must have happened. */
@@ -46,7 +48,7 @@ export class HeapReclaimer {
   private timer?: NodeJS.Timeout;
   private readonly rss: () => number;
   /** The last reclaim and how many ran (what the log line and the metrics said). */
-  last?: { at: string; rssBefore: number; rssAfter: number; pauseMs: number };
+  last?: { at: string; rssBefore: number; rssAfterGc: number; rssAfter: number; pauseMs: number };
   runs = 0;
 
   constructor(private readonly o: HeapReclaimOptions) {
@@ -68,8 +70,11 @@ export class HeapReclaimer {
     this.timer = undefined;
     const before = this.rss();
     const t0 = process.hrtime.bigint();
+    let afterGc: number;
     try {
       this.o.gc();
+      afterGc = this.rss();
+      this.o.trim?.();
     } catch (e) {
       this.o.logger.warn({ err: e }, 'heap reclaim failed');
       return;
@@ -78,9 +83,10 @@ export class HeapReclaimer {
     const after = this.rss();
     this.base = after;
     this.runs++;
-    this.last = { at: new Date().toISOString(), rssBefore: before, rssAfter: after, pauseMs: Math.round(pauseMs * 10) / 10 };
+    this.last = { at: new Date().toISOString(), rssBefore: before, rssAfterGc: afterGc, rssAfter: after, pauseMs: Math.round(pauseMs * 10) / 10 };
     this.o.record?.(pauseMs / 1000, Math.max(0, before - after));
-    this.o.logger.info({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), pauseMs: this.last.pauseMs }, 'heap reclaimed after a large apply');
+    const mib = (n: number) => Math.round(n / 2 ** 20);
+    this.o.logger.info({ rssBeforeMiB: mib(before), rssAfterGcMiB: mib(afterGc), rssAfterMiB: mib(after), pauseMs: this.last.pauseMs }, 'heap reclaimed after a large apply');
   }
 
   stop(): void {

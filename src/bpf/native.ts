@@ -86,6 +86,8 @@ export interface BtfStruct {
 export interface NativeAddon {
   BpfObject: new (path: string, pinRoot: string | null) => NativeBpfObject;
   close(fd: number): void;
+  /** glibc malloc_trim(0): returns the free pages of every malloc arena to the kernel; true when some were. */
+  mallocTrim(): boolean;
   objPin(fd: number, path: string): void;
   objGet(path: string): number;
   linkCreateCgroup(progFd: number, cgroupPath: string, attachType: number): number;

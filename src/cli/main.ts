@@ -30,6 +30,7 @@ import { datapathMaps } from '../read/maps.js';
 import { resolveNames } from '../read/entries.js';
 import { PinnedNames } from '../dataplane/names.js';
 import { probeFeatures } from '../dataplane/features.js';
+import { native } from '../bpf/native.js';
 import { DEFAULT_API_ADDR, driftCommand, mapsCommand, statusCommand } from './read.js';
 import { unlinkSync } from 'node:fs';
 import { migrations } from '../dataplane/migrate.js';
@@ -364,7 +365,7 @@ async function runAgent(o: Opts): Promise<number> {
   const gc = heapReclaimMiB > 0 ? lastResortGc() : undefined;
   if (heapReclaimMiB > 0 && !gc) logger.warn('this Node.js gives no memory-reducing collection: --heap-reclaim is off');
   const heap = gc
-    ? new HeapReclaimer({ gc, growthBytes: heapReclaimMiB * 2 ** 20, quietMs: 5000, logger, record: (sec, freed) => { metrics.heapReclaims.inc(); metrics.heapReclaimPause.set(sec); metrics.heapReclaimedBytes.inc(freed); } })
+    ? new HeapReclaimer({ gc, trim: () => native().mallocTrim(), growthBytes: heapReclaimMiB * 2 ** 20, quietMs: 5000, logger, record: (sec, freed) => { metrics.heapReclaims.inc(); metrics.heapReclaimPause.set(sec); metrics.heapReclaimedBytes.inc(freed); } })
     : undefined;
   const agent = new Agent({
     nodeName, source, datapath, reconciler, logger, metrics, serviceProxyName: o['service-proxy-name'],

@@ -75,3 +75,24 @@ test('stop cancels a pending reclaim', async (t) => {
   await sleep(120);
   assert.equal(runs, 0);
 });
+
+test("after the collection the allocator's free pages go back too, and the log says what each step gave", async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.after(() => mock.timers.reset());
+  let rss = 100 * MiB;
+  const steps: string[] = [];
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  const r = new HeapReclaimer({
+    gc: () => { steps.push('gc'); rss = 300 * MiB; },
+    trim: () => { steps.push('trim'); rss = 260 * MiB; },
+    growthBytes: 64 * MiB, quietMs: 50, logger, rss: () => rss,
+  });
+  rss = 600 * MiB;
+  r.applied();
+  await sleep(60);
+  assert.deepEqual(steps, ['gc', 'trim']);
+  assert.deepEqual([r.last?.rssBefore, r.last?.rssAfterGc, r.last?.rssAfter], [600 * MiB, 300 * MiB, 260 * MiB]);
+  const line = lines.find((l) => l.msg === 'heap reclaimed after a large apply');
+  assert.deepEqual([line?.rssBeforeMiB, line?.rssAfterGcMiB, line?.rssAfterMiB], [600, 300, 260]);
+});
