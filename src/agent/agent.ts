@@ -395,6 +395,7 @@ export class Agent {
         serving = r.services;
       }
       this.lastNodeKey = nodeKey;
+      const modelMs = Math.round(Number(process.hrtime.bigint() - t0) / 1e4) / 100;
       this.modelOut = { snapshot: s, desired, node: nodeInfo };
       const rejected = [...s.rejected, ...nodeRejected, ...desired.rejected];
       // Each rejection is logged and counted once, when it appears, not on every sync;
@@ -472,6 +473,9 @@ export class Agent {
           rejected: rejected.length,
           applyMs: Math.round(res.durationMs * 100) / 100,
           totalMs: Math.round(secs * 1e5) / 100,
+          // Where the rest of totalMs went: the model's update (from the start), then the sync's steps.
+          modelMs,
+          stepsMs: out.stepsMs,
         },
         'applied',
       );

@@ -47,6 +47,8 @@ export interface SyncOutcome {
   external?: Promise<void>;
   /** Sockets destroyed, or why not; absent when no UDP backend left. */
   reaped?: ReapResult | Error;
+  /** Wall time of each step (ms): where a slow sync spent it. */
+  stepsMs: { prepare: number; apply: number; finish: number; attach: number; afterApply: number; reap: number };
 }
 
 export class Syncer {
@@ -60,20 +62,34 @@ export class Syncer {
 
   sync(desired: DesiredState, nodeAddrs: string[], hint?: ApplyHint): SyncOutcome {
     const { reconciler, external } = this.s;
+    let t = performance.now();
+    const lap = () => {
+      const now = performance.now();
+      const ms = Math.round((now - t) * 100) / 100;
+      t = now;
+      return ms;
+    };
     // The tc path reads every frontend; without it a hinted apply never needs the whole list.
     const served = external?.prepare(desired.frontends);
+    const prepare = lap();
     // Frontends held back by the tc path (fail closed) must be seen by the reconciler: no hint then.
     const res =
       served === undefined
         ? reconciler.apply(hint ? () => desired.frontends : desired.frontends, hint)
         : reconciler.apply(served, served === desired.frontends ? hint : undefined);
-    const out: SyncOutcome = { res, ext: external?.finish() };
+    const apply = lap();
+    const ext = external?.finish();
+    const finish = lap();
+    const out: SyncOutcome = { res, ext, stepsMs: { prepare, apply, finish, attach: 0, afterApply: 0, reap: 0 } };
     if (!this.attachedOnce) {
       out.attached = this.s.datapath.attach();
       this.attachedOnce = true;
     }
+    out.stepsMs.attach = lap();
     out.external = external?.afterApply(desired, nodeAddrs);
+    out.stepsMs.afterApply = lap();
     out.reaped = this.reap(res.gone);
+    out.stepsMs.reap = lap();
     return out;
   }
 

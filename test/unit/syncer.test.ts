@@ -57,3 +57,15 @@ test('no reap when no UDP backend left; an attach that failed is tried again on 
   assert.ok(again.attached);
   assert.ok(!calls.includes('reap'));
 });
+
+test('each step reports its wall time, so a slow sync says which step held it', () => {
+  const { s } = stages();
+  const busy = (ms: number) => {
+    const end = performance.now() + ms;
+    while (performance.now() < end);
+  };
+  const slow = { ...s, external: { ...s.external, prepare: (f: readonly unknown[]) => (busy(30), f as never) } };
+  const out = new Syncer(slow).sync(desired, ['10.0.0.11']);
+  assert.deepEqual(Object.keys(out.stepsMs), ['prepare', 'apply', 'finish', 'attach', 'afterApply', 'reap']);
+  assert.ok(out.stepsMs.prepare >= 30, `prepare ${out.stepsMs.prepare} ms`);
+});
