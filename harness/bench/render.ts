@@ -5,7 +5,7 @@
  * command at the top. Pure: returns file name → content.
  */
 import { COLORS, lineChart, type Series } from './svg.js';
-import { DATAPLANES, comparable, findBlock, machineKey, type BlockResult, type Dataplane, type LoadPair, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
+import { DATAPLANES, comparable, slowestApply, findBlock, machineKey, type BlockResult, type Dataplane, type LoadPair, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
 
 const LABEL: Record<Dataplane, string> = { switchyard: 'switchyard', iptables: 'kube-proxy iptables', nftables: 'kube-proxy nftables' };
 
@@ -367,6 +367,8 @@ export function renderReport(r: Results): Record<string, string> {
       { name: 'churn changes/s achieved', get: (b) => b.churn?.achievedRate ?? NaN, fmt: n1 },
       { name: 'synced after last change, ms', get: (b) => b.churn?.settleMs ?? NaN, fmt: n0 },
     ]), '');
+    const slow = r.blocks.filter((b) => b.dataplane === 'switchyard' && b.programming?.agentApplies?.length).map((b) => `${n0(b.services)} Services: ${slowestApply(b.programming!.agentApplies)}`);
+    if (slow.length) L.push(`switchyard's slowest apply on n1 during the changes (the agent's log: \`totalMs\`, the model's update, each step of the sync; "other" is the rest of the synchronous handler): ${slow.join('; ')}.`, '');
     L.push('![programming latency](programming.svg)', '', '![cold sync](sync.svg)', '');
     files['programming.svg'] = chart(r, 'Network programming: API write → traffic', 'ms (log)', [
       { suffix: ' p50', get: (b) => b.programming?.p50 ?? NaN },

@@ -77,7 +77,7 @@ import { KubeProxy, flushLegacyIptables, legacyIptablesRules, type IptablesBacke
 import { endpointSlice, service } from '../lab/objects.js';
 import { repoRoot } from '../../src/bpf/native.js';
 import { autoTableSize, buildMaglevTable, DEFAULT_MAGLEV_SIZE } from '../../src/maglev/index.js';
-import { DATAPLANES, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
+import { DATAPLANES, agentApplies, jsHeapOf, quantile, type BlockResult, type Dataplane, type LoadPair, type LoadStat, type MaglevResult, type Machine, type PerNode, type Results, type RunInfo } from './results.js';
 import { renderReport } from './render.js';
 import { Api, appliedAll } from './api.js';
 import { waitSettled } from './settle.js';
@@ -490,7 +490,8 @@ function startTrace(): { events: [number, string][]; stop: () => Promise<void> }
 
 let probeAt = 0; // index into PROBE_PODS of the probe's endpoint
 
-async function programmingScenario(api: Api, _r: Running): Promise<NonNullable<BlockResult['programming']>> {
+async function programmingScenario(api: Api, r: Running): Promise<NonNullable<BlockResult['programming']>> {
+  const since = Date.now();
   const trace = startTrace();
   const samples: (number | null)[] = [];
   let failed = 0;
@@ -517,7 +518,13 @@ async function programmingScenario(api: Api, _r: Running): Promise<NonNullable<B
     await trace.stop();
   }
   const ok = samples.filter((x): x is number => x !== null);
-  return { samples, p50: quantile(ok, 0.5), p99: quantile(ok, 0.99), max: ok.length ? Math.max(...ok) : NaN, failedAttempts: failed };
+  const out: NonNullable<BlockResult['programming']> = { samples, p50: quantile(ok, 0.5), p99: quantile(ok, 0.99), max: ok.length ? Math.max(...ok) : NaN, failedAttempts: failed };
+  if (r.dp === 'switchyard') {
+    // Where the agent's time went, change by change (a slow one among fast ones is the question).
+    const f = join(lab.state.stateDir, 'agent-n1.log');
+    if (existsSync(f)) out.agentApplies = agentApplies(readFileSync(f, 'utf8'), since);
+  }
+  return out;
 }
 
 async function churnScenario(api: Api, r: Running, fillers: number): Promise<NonNullable<BlockResult['churn']>> {

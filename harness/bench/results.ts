@@ -69,6 +69,8 @@ export interface BlockResult {
     max: number;
     /** Failed connection attempts after the changes (timeouts, refusals), all reps. */
     failedAttempts: number;
+    /** switchyard: the applies node n1's agent logged during the changes, where each spent its time. */
+    agentApplies?: AgentApply[];
   };
   churn?: {
     seconds: number;
@@ -226,4 +228,44 @@ export function comparable(r: Results, a: BlockResult, b: BlockResult): boolean 
 export function jsHeapOf(metrics: string): { used: number; total: number; external: number } {
   const v = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
   return { used: v('nodejs_heap_size_used_bytes'), total: v('nodejs_heap_size_total_bytes'), external: v('nodejs_external_memory_bytes') };
+}
+
+/** One apply as the agent logs it ('applied', src/agent/agent.ts): wall times in ms. */
+export interface AgentApply {
+  at: number;
+  totalMs: number;
+  applyMs: number;
+  modelMs?: number;
+  stepsMs?: Record<string, number>;
+}
+
+/** The 'applied' lines of an agent's log (pino JSON, one object a line) at or after sinceMs. */
+export function agentApplies(log: string, sinceMs: number): AgentApply[] {
+  const out: AgentApply[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('"applied"')) continue;
+    let o: Record<string, unknown>;
+    try {
+      o = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    if (o.msg !== 'applied' || typeof o.time !== 'number' || o.time < sinceMs || typeof o.totalMs !== 'number') continue;
+    out.push({
+      at: o.time, totalMs: o.totalMs, applyMs: Number(o.applyMs),
+      ...(typeof o.modelMs === 'number' ? { modelMs: o.modelMs } : {}),
+      ...(o.stepsMs && typeof o.stepsMs === 'object' ? { stepsMs: o.stepsMs as Record<string, number> } : {}),
+    });
+  }
+  return out;
+}
+
+/** Where the slowest of some applies spent its time, in words; undefined when there are none. */
+export function slowestApply(applies: readonly AgentApply[] | undefined): string | undefined {
+  if (!applies?.length) return undefined;
+  const a = applies.reduce((x, y) => (y.totalMs > x.totalMs ? y : x));
+  const f = (n: number) => (n >= 10 ? Math.round(n).toString() : n.toFixed(1));
+  const parts = [...(a.modelMs !== undefined ? [`model ${f(a.modelMs)}`] : []), ...Object.entries(a.stepsMs ?? { apply: a.applyMs }).map(([k, v]) => `${k} ${f(v)}`)];
+  const known = (a.modelMs ?? 0) + Object.values(a.stepsMs ?? { apply: a.applyMs }).reduce((x, y) => x + y, 0);
+  return `${f(a.totalMs)} ms (${parts.join(', ')}; other ${f(Math.max(0, a.totalMs - known))}) of ${applies.length} applies, median ${f([...applies].map((x) => x.totalMs).sort((x, y) => x - y)[applies.length >> 1])} ms`;
 }

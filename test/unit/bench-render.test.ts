@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { renderReport } from '../../harness/bench/render.js';
 import { lineChart } from '../../harness/bench/svg.js';
-import type { BlockResult, Dataplane, LoadStat, Results } from '../../harness/bench/results.js';
+import { agentApplies, slowestApply, type BlockResult, type Dataplane, type LoadStat, type Results } from '../../harness/bench/results.js';
 import { assertWellFormedSvg } from './svgcheck.js';
 
 const stat = (p50: number, rate: number): LoadStat => ({ n: 1000, seconds: 1, rate, mean: p50, p50, p90: p50 * 1.5, p99: p50 * 3, p999: p50 * 5, min: p50 / 2, max: p50 * 10, errors: {}, blocks: [p50, p50] });
@@ -169,4 +169,23 @@ test('a block measured again (--redo): the tables use the newer one, the older i
   assert.ok(east.includes('| 1,000 | p50 µs (direct) | 102 (100) |'), east);
   assert.doesNotMatch(east, /999/);
   assert.match(md.slice(md.indexOf('## Blocks')), /\| 1,000 \| switchyard \| 1 \| 2026-01-01 00:00:00 \| replaced by run 2's \|/);
+});
+
+test("programming: the agent's applies read from its log, and the slowest one's breakdown in the report", () => {
+  const line = (o: object) => JSON.stringify({ level: 30, node: 'n1', ...o });
+  const log = [
+    line({ time: 900, msg: 'applied', totalMs: 999, applyMs: 1 }), // before the scenario
+    'not json',
+    line({ time: 1000, msg: 'applied', totalMs: 12.5, applyMs: 3, modelMs: 2, stepsMs: { prepare: 4, apply: 3, finish: 0.5, attach: 0, afterApply: 1, reap: 0 } }),
+    line({ time: 1100, msg: 'heap reclaimed after a large apply', totalMs: 5 }),
+    line({ time: 1200, msg: 'applied', totalMs: 250, applyMs: 20, modelMs: 30, stepsMs: { prepare: 150, apply: 20, finish: 1, attach: 0, afterApply: 2, reap: 0 } }),
+    line({ time: 1300, msg: 'applied', totalMs: 11, applyMs: 3 }),
+  ].join('\n');
+  const applies = agentApplies(log, 1000);
+  assert.deepEqual(applies.map((a) => a.totalMs), [12.5, 250, 11]);
+  assert.equal(slowestApply(applies), '250 ms (model 30, prepare 150, apply 20, finish 1.0, attach 0.0, afterApply 2.0, reap 0.0; other 47) of 3 applies, median 13 ms');
+  const r = results([1000, 10000]);
+  r.blocks.find((b) => b.dataplane === 'switchyard' && b.services === 10000)!.programming!.agentApplies = applies;
+  const md = renderReport(r)['report.md'];
+  assert.ok(md.includes("switchyard's slowest apply on n1 during the changes") && md.includes('10,000 Services: 250 ms (model 30, prepare 150'), md.slice(md.indexOf('## 4.'), md.indexOf('## 5.')));
 });
