@@ -123,7 +123,13 @@ export class IncrementalModel {
   private node?: NodeNorm;
   private nodeRejected: Rejection[] = [];
   private readonly svcMemo = new WeakMap<object, { out: ReturnType<typeof normalizeService>; rejected: Rejection[] }>();
-  private readonly sliceMemo = new WeakMap<object, { out: ReturnType<typeof normalizeSlice>; rejected: Rejection[] }>();
+  /**
+   * Normalised slices, kept only while a reset() runs (it reads each slice twice). Not kept
+   * across events: a normalised endpoint costs ~150 bytes and is needed again only when its
+   * Service changes, which normalises that Service's few slices anew (at 50,000 Services × 10
+   * endpoints, keeping them all was ~75 MiB of heap).
+   */
+  private sliceMemo?: WeakMap<object, { out: ReturnType<typeof normalizeSlice>; rejected: Rejection[] }>;
 
   constructor(private readonly opts: ModelOptions = {}) {}
 
@@ -147,17 +153,22 @@ export class IncrementalModel {
     // A slice name seen twice: the first valid one is used everywhere (as the full build does).
     const seenSlice = new Map<string, unknown>();
     const dups = new Map<KeyObjects, Set<number>>();
-    const groups = groupByService(input.services, input.endpointSlices, (raw, g, index) => {
-      const n = this.slice(raw);
-      if (n.out.kind !== 'ok') return;
-      const id = `${n.out.slice.namespace}/${n.out.slice.name}`;
-      if (seenSlice.has(id)) {
-        let d = dups.get(g);
-        if (!d) dups.set(g, (d = new Set()));
-        d.add(index);
-      } else seenSlice.set(id, raw);
-    });
-    for (const [k, g] of groups) this.put(k, g, dups.get(g));
+    this.sliceMemo = new WeakMap();
+    try {
+      const groups = groupByService(input.services, input.endpointSlices, (raw, g, index) => {
+        const n = this.slice(raw);
+        if (n.out.kind !== 'ok') return;
+        const id = `${n.out.slice.namespace}/${n.out.slice.name}`;
+        if (seenSlice.has(id)) {
+          let d = dups.get(g);
+          if (!d) dups.set(g, (d = new Set()));
+          d.add(index);
+        } else seenSlice.set(id, raw);
+      });
+      for (const [k, g] of groups) this.put(k, g, dups.get(g));
+    } finally {
+      this.sliceMemo = undefined;
+    }
     for (const [k, g] of this.claims) if (g.length > 1) this.resolve(k);
     for (const p of this.per.values()) this.setKept(p, this.keptOf(p.frontends));
     return this.result(undefined);
@@ -264,8 +275,8 @@ export class IncrementalModel {
     return this.memo(this.sliceMemo, raw, (rej) => normalizeSlice(raw as V1EndpointSlice, { serviceProxyName: this.opts.serviceProxyName }, rej));
   }
 
-  private memo<R>(cache: WeakMap<object, { out: R; rejected: Rejection[] }>, raw: unknown, fn: (rej: Rejection[]) => R): { out: R; rejected: Rejection[] } {
-    if (typeof raw !== 'object' || raw === null) {
+  private memo<R>(cache: WeakMap<object, { out: R; rejected: Rejection[] }> | undefined, raw: unknown, fn: (rej: Rejection[]) => R): { out: R; rejected: Rejection[] } {
+    if (!cache || typeof raw !== 'object' || raw === null) {
       const rejected: Rejection[] = [];
       return { out: fn(rejected), rejected };
     }
