@@ -90,11 +90,14 @@ function isV4Mapped(b: Uint8Array): boolean {
 }
 
 /*
- * Every sync parses every endpoint address again, and at 100,000 endpoints that
- * dominated the model's time. The same strings recur sync after sync, so results
- * are memoised (bounded: the table is dropped when it grows past its cap).
+ * Results are memoised for the addresses that recur from event to event (a slice
+ * updated again names mostly the same endpoints). Bounded, and small: the table
+ * is dropped when it grows past its cap. A full rebuild parses each address
+ * once, so a cache the size of the cluster (it was 500,000 entries, ~50 MiB at
+ * 50,000 Services × 10 endpoints) only held memory; the incremental model
+ * parses the addresses of the slices an event changed.
  */
-const PARSE_CACHE_CAP = 500_000;
+const PARSE_CACHE_CAP = 16_384;
 const parseCache = new Map<string, ParsedIP | null>();
 
 /** Parses an IPv4 or IPv6 address; null when it is not one. The result is shared: do not mutate it. */
@@ -133,8 +136,38 @@ function parsed(input: string, text: string, family: Family, b: Uint8Array): Par
   return new Parsed(text === input ? input : text, family, String.fromCharCode(...b));
 }
 
+/**
+ * The common case without a regular expression or an array: an IPv4 address in
+ * canonical form (four decimal octets, no leading zeros). Undefined for anything
+ * else, which the general parser then decides.
+ */
+function canonicalIPv4(s: string): Parsed | undefined {
+  if (s.length < 7 || s.length > 15) return undefined;
+  const o = [0, 0, 0, 0];
+  let part = 0;
+  let digits = 0;
+  let v = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 46; // end: a last '.'
+    if (c === 46) {
+      if (digits === 0 || part > 3) return undefined;
+      o[part++] = v;
+      digits = 0;
+      v = 0;
+      continue;
+    }
+    if (c < 48 || c > 57 || (digits === 1 && v === 0)) return undefined; // not a digit, or a leading zero
+    v = v * 10 + (c - 48);
+    if (++digits > 3 || v > 255) return undefined;
+  }
+  if (part !== 4) return undefined;
+  return new Parsed(s, 4, String.fromCharCode(o[0], o[1], o[2], o[3]));
+}
+
 function parseIPUncached(s: string): ParsedIP | null {
   if (!s.includes(':')) {
+    const fast = canonicalIPv4(s);
+    if (fast) return fast;
     const b = parseIPv4Bytes(s);
     return b ? parsed(s, Array.from(b).join('.'), 4, b) : null;
   }

@@ -74,3 +74,24 @@ test('compareAddr orders IPv4 before IPv6, numerically', () => {
   const sorted = ['fd00::1', '10.0.0.10', '::1', '9.0.0.1', '10.0.0.9', 'fd00::1:0'].sort(compareAddr);
   assert.deepEqual(sorted, ['9.0.0.1', '10.0.0.9', '10.0.0.10', '::1', 'fd00::1', 'fd00::1:0']);
 });
+
+test('IPv4 parsing: canonical addresses, leading zeros made canonical, every malformed form refused', () => {
+  const cases: [string, string | null][] = [
+    ['0.0.0.0', '0.0.0.0'], ['255.255.255.255', '255.255.255.255'], ['10.96.0.1', '10.96.0.1'],
+    ['010.1.1.1', '10.1.1.1'], ['1.02.3.004', '1.2.3.4'], ['00.0.0.0', '0.0.0.0'],
+    ['256.1.1.1', null], ['1.2.3', null], ['1.2.3.4.5', null], ['1..2.3', null], ['.1.2.3', null], ['1.2.3.', null],
+    [' 1.2.3.4', null], ['1.2.3.4 ', null], ['1.2.3.a', null], ['1.2.3.-4', null], ['1.2.3.1000', null], ['', null],
+  ];
+  for (const [input, want] of cases) assert.equal(parseIP(input)?.addr ?? null, want, input);
+  // Random addresses: bytes and order agree with the numbers.
+  let seed = 7;
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) >> 8) & 255;
+  const seen: [number, string][] = [];
+  for (let i = 0; i < 2000; i++) {
+    const b = [rnd(), rnd(), rnd(), rnd()];
+    const p = parseIP(b.join('.'))!;
+    assert.deepEqual([p.family, p.addr, [...p.bytes]], [4, b.join('.'), b]);
+    seen.push([((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3], p.addr]);
+  }
+  for (let i = 1; i < seen.length; i++) assert.equal(seen[i - 1][0] < seen[i][0], compareAddr(seen[i - 1][1], seen[i][1]) < 0);
+});
