@@ -48,13 +48,12 @@ export function assignBackendIds(s: ReconcilerState, changes: readonly Change[])
     const live = prev?.liveTable ? liveIdsByKey(s, prev) : undefined;
     c.backends.forEach((b, i) => {
       const mkey = maglevKey(b);
-      const ident = [sp, mkey].join('#');
-      let id = s.idByIdent.get(ident);
+      let id = s.backendId(sp, mkey);
       if (id === undefined) {
         // Adopted from the maps and not matched yet: the id the running programs know.
         const adoptable = live?.get(mkey);
-        id = adoptable !== undefined && s.beById.get(adoptable)?.ident === undefined ? adoptable : s.ids.newBackend();
-        s.idByIdent.set(ident, id);
+        id = adoptable !== undefined && s.beById.get(adoptable)?.servicePort === undefined ? adoptable : s.ids.newBackend();
+        s.setBackendId(sp, mkey, id);
       }
       let st = s.beById.get(id);
       if (!st) {
@@ -62,7 +61,6 @@ export function assignBackendIds(s: ReconcilerState, changes: readonly Change[])
         s.beById.set(id, st);
         s.unrefCandidates.add(id);
       }
-      st.ident = ident;
       st.servicePort = sp;
       st.nodeName = b.nodeName;
       c.ids[i] = id;

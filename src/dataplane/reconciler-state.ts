@@ -49,14 +49,12 @@ export interface Region {
 
 export interface BackendState {
   id: number;
-  /** `${servicePort}#${addr}|${port}|${proto}`; undefined for an adopted entry not yet matched. */
-  ident?: string;
-  /** Maglev identity (addr|port|proto) of what the map holds. */
+  /** Maglev identity (addr|port|proto) of what the map holds. With servicePort, the backend's identity (ids are kept per both). */
   mkey: string;
   refs: number;
   /** The value in the map, one character per byte (latin1: half the size of hex); '' when not written yet. */
   bytes: string;
-  /** servicePortKey() of its Service port and its node, for names (undefined for an adopted entry not yet matched). */
+  /** servicePortKey() of its Service port (undefined for an adopted entry not yet matched) and its node, for names. */
   servicePort?: string;
   nodeName?: string;
 }
@@ -68,7 +66,12 @@ export class ReconcilerState {
   /** Frontend state by svc id, for name lookups. */
   readonly bySvcId = new Map<number, FrontendState>();
   readonly beById = new Map<number, BackendState>();
-  readonly idByIdent = new Map<string, number>();
+  /**
+   * Backend ids by Service port, then Maglev identity: one small Map per Service port rather
+   * than a `servicePort#mkey` string per backend (~60 bytes each, 500,000 of them at 50,000
+   * Services × 10).
+   */
+  readonly idsByPort = new Map<string, Map<string, number>>();
   /** Live tables by signature (adopted ones by `live:off:m` until compared). */
   readonly regions = new Map<string, Region>();
   /** Which pool slots are in use, free, or waiting for a grace period. */
@@ -81,6 +84,25 @@ export class ReconcilerState {
   adopted = false;
 
   constructor(readonly ids: IdAllocator) {}
+
+  /** The id of backend `mkey` of Service port `sp`. */
+  backendId(sp: string, mkey: string): number | undefined {
+    return this.idsByPort.get(sp)?.get(mkey);
+  }
+
+  setBackendId(sp: string, mkey: string, id: number): void {
+    let m = this.idsByPort.get(sp);
+    if (!m) this.idsByPort.set(sp, (m = new Map()));
+    m.set(mkey, id);
+  }
+
+  /** Forgets backend `mkey` of `sp` when it is still `id`. */
+  dropBackendId(sp: string, mkey: string, id: number): void {
+    const m = this.idsByPort.get(sp);
+    if (m?.get(mkey) !== id) return;
+    m.delete(mkey);
+    if (m.size === 0) this.idsByPort.delete(sp);
+  }
 
   setFrontend(feKey: string, st: FrontendState): void {
     const prev = this.frontends.get(feKey);
@@ -105,7 +127,7 @@ export class ReconcilerState {
     this.bySvc.clear();
     this.bySvcId.clear();
     this.beById.clear();
-    this.idByIdent.clear();
+    this.idsByPort.clear();
     this.ids.clearSvc();
     this.regions.clear();
     this.unrefCandidates.clear();

@@ -536,7 +536,7 @@ export class Reconciler {
         dropCounter(this.dp.beStats, id);
       }
       this.s.beById.delete(id);
-      if (b.ident !== undefined && this.s.idByIdent.get(b.ident) === id) this.s.idByIdent.delete(b.ident);
+      if (b.servicePort !== undefined) this.s.dropBackendId(b.servicePort, b.mkey, id);
     }
     this.s.unrefCandidates.clear();
   }
