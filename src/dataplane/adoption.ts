@@ -18,7 +18,7 @@ export function adopt(s: ReconcilerState, maps: ReconcilerMaps, resetBackendStat
   for (const { key, value } of maps.backends.dumpRaw()) {
     const id = key.readUInt32LE(0);
     const v = backendCodec.decode(value);
-    s.beById.set(id, { id, mkey: maglevKey(v), refs: 0, bytes: value.toString('latin1') });
+    s.beById.set(id, { id, mkey: maglevKey(v), refs: 0, bytes: value.toString('latin1'), servicePort: undefined, nodeName: undefined });
     s.unrefCandidates.add(id);
     s.ids.seenBackend(id);
   }

@@ -49,10 +49,14 @@ export function tableBackends(fe: Frontend): Backend[] {
 /**
  * What decides a table's content: M and each backend's identity, weight and id. Tables with the
  * same signature are equal slot for slot (Maglev is a pure function of these), so they are shared.
+ * A backend id stands for its identity: ids only grow (ids.ts), so one id never names two
+ * backends, and the signature holds ids and weights alone (~70 characters for 10 backends,
+ * where the addresses made ~300 per table).
  */
 export function tableSignature(m: number, backends: readonly Backend[], ids: readonly number[]): string {
   if (m === 0) return 'empty';
-  return [m, backends.map((b, i) => `${maglevKey(b)}*${b.weight}=${ids[i]}`).sort().join(',')].join(':');
+  const order = ids.map((_, i) => i).sort((a, b) => ids[a] - ids[b]);
+  return [m, order.map((i) => (backends[i].weight === 1 ? String(ids[i]) : [ids[i], backends[i].weight].join('*'))).join(',')].join(':');
 }
 
 export function backendVal(b: Backend): BackendVal {

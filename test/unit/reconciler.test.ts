@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Reconciler } from '../../src/dataplane/reconciler.js';
 import { grownPoolSize } from '../../src/dataplane/allocate.js';
+import { tableSignature } from '../../src/dataplane/encode.js';
 import { memoryMaps } from './memory-maps.js';
 import { be, fe } from '../fixtures.js';
 
@@ -117,4 +118,15 @@ test('grownPoolSize: an eighth of room over the larger of capacity and need, nev
   assert.equal(grownPoolSize(65536, 80_000), 80_000 + 65536);
   assert.equal(grownPoolSize(65536, 8_000_000), 9_000_000);
   assert.equal(grownPoolSize(8_000_000, 100), 9_000_000);
+});
+
+test('table signatures: ids and weights decide, not their order; another weight or M is another table', () => {
+  const bs = [be('10.1.0.1'), be('10.1.0.2'), be('10.1.0.3')];
+  const sig = tableSignature(1021, bs, [7, 3, 12]);
+  assert.equal(sig, '1021:3,7,12');
+  assert.equal(tableSignature(1021, [bs[2], bs[0], bs[1]], [12, 7, 3]), sig, 'order does not matter');
+  assert.notEqual(tableSignature(1021, [bs[0], { ...bs[1], weight: 2 }, bs[2]], [7, 3, 12]), sig);
+  assert.equal(tableSignature(1021, [bs[0], { ...bs[1], weight: 2 }, bs[2]], [7, 3, 12]), '1021:3*2,7,12');
+  assert.notEqual(tableSignature(251, bs, [7, 3, 12]), sig);
+  assert.equal(tableSignature(0, bs, [7, 3, 12]), 'empty');
 });
