@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseKubeVersion, proxyLabelSelector, trim } from '../../src/source/kube.js';
+import { parseKubeVersion, proxyLabelSelector, sharedConditions, trim } from '../../src/source/kube.js';
 import { TO_BE_DELETED_TAINT, buildDesiredState, nodeEligibility, nodeInfoFromObject, nodeModelKey } from '../../src/model/index.js';
 import { loadKubeConfig } from '../../src/source/kubeconfig.js';
 import { DirectApiConfig, loadApiConfig } from '../../src/source/apiconfig.js';
@@ -174,4 +174,35 @@ test('Nodes: the store keeps deletionTimestamp and the autoscaler\'s taint (heal
   assert.equal(nodeModelKey('n1', trim(later, 'nodes')), nodeModelKey('n1', t), 'a heartbeat: same model input');
   const relabelled = trim({ ...JSON.parse(JSON.stringify(node)), metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'b' } } }, 'nodes');
   assert.notEqual(nodeModelKey('n1', relabelled), nodeModelKey('n1', t));
+});
+
+test('endpoints share one conditions object per combination, and one string per node name and zone; odd conditions stay as they came', () => {
+  const slice = (i: number) => ({
+    metadata: { name: `s${i}`, namespace: 'default' }, addressType: 'IPv4',
+    endpoints: [
+      { addresses: [`10.244.0.${i}`], conditions: { ready: true, serving: true, terminating: false }, nodeName: ['node', '-a'].join(''), zone: ['z', '1'].join('') },
+      { addresses: [`10.244.1.${i}`], conditions: { serving: true }, nodeName: 'node-b' },
+      { addresses: [`10.244.2.${i}`], conditions: { ready: 'yes' }, nodeName: 'node-b' },
+      { addresses: [`10.244.3.${i}`], conditions: { ready: true, extra: 1 } },
+    ],
+  });
+  const a = trim(JSON.parse(JSON.stringify(slice(1))), 'endpointslices');
+  const b = trim(JSON.parse(JSON.stringify(slice(2))), 'endpointslices');
+  assert.equal(a.endpoints[0].conditions, b.endpoints[0].conditions, 'one object for ready/serving/not terminating');
+  assert.deepEqual(a.endpoints[0].conditions, { ready: true, serving: true, terminating: false });
+  assert.ok(Object.isFrozen(a.endpoints[0].conditions));
+  assert.equal(a.endpoints[1].conditions, b.endpoints[1].conditions);
+  assert.deepEqual(a.endpoints[1].conditions, { serving: true }, 'absent keys stay absent');
+  assert.notEqual(a.endpoints[1].conditions, a.endpoints[0].conditions);
+  assert.deepEqual(a.endpoints[2].conditions, { ready: 'yes' }, 'a non-boolean is left for the model to judge');
+  assert.deepEqual(a.endpoints[3].conditions, { ready: true, extra: 1 });
+  assert.ok(!Object.isFrozen(a.endpoints[3].conditions));
+  assert.equal(a.endpoints[0].nodeName, 'node-a');
+  assert.equal(sharedConditions(undefined), undefined);
+  // The model reads shared and unshared objects alike.
+  const node = { metadata: { name: 'node-a' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] } };
+  const svc = { metadata: { name: 'web', namespace: 'default' }, spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ name: 'http', port: 80, protocol: 'TCP' }] } };
+  const es = { ...slice(3), metadata: { name: 'web-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web' } }, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }] };
+  const build = (x: unknown) => buildDesiredState({ services: [svc as any], endpointSlices: [x as any], node: nodeInfoFromObject('node-a', node, []) });
+  assert.deepEqual(build(trim(JSON.parse(JSON.stringify(es)), 'endpointslices')), build(es));
 });
