@@ -142,11 +142,14 @@ describe('reconciler on real maps', () => {
     assert.ok(grown.capacity >= 6 * 251, `pool grew to ${grown.capacity} slots`);
     assert.ok(grown.grows >= 1);
     for (let i = 0; i < 6; i++) assert.deepEqual(Object.keys(liveSlots(dp, `10.96.1.${i}`)), [`10.244.0.${i + 1}`]);
-    // Churn: every table replaced 20 times; the pool does not keep growing.
-    for (let g = 1; g <= 20; g++) {
+    // Churn: every table replaced until more slots were released than the pool has room for
+    // (it grows to what it holds and an eighth more, at least 64 Ki slots): the released ones
+    // must be reused, and the pool does not keep growing.
+    const gens = Math.ceil((2 * grown.capacity) / (6 * 251));
+    for (let g = 1; g <= gens; g++) {
       const r = rec.apply(sets(g));
       assert.deepEqual(r.errors, []);
-      for (let i = 0; i < 6; i++) assert.deepEqual(Object.keys(liveSlots(dp, `10.96.1.${i}`)), [`10.244.${g}.${i + 1}`]);
+      for (let i = 0; i < 6; i++) assert.deepEqual(Object.keys(liveSlots(dp, `10.96.1.${i}`)), [`10.244.${g % 200}.${i + 1}`]);
     }
     const after = rec.poolUsage();
     assert.ok(after.capacity <= 4 * grown.capacity, `capacity ${after.capacity} after churn (was ${grown.capacity})`);
@@ -155,7 +158,7 @@ describe('reconciler on real maps', () => {
     assert.deepEqual(rec.drift(), []);
     // A restart adopts the grown pool and writes nothing.
     const again = new Reconciler(load());
-    const r = again.apply(sets(20));
+    const r = again.apply(sets(gens));
     assert.deepEqual([r.written, r.errors], [{ backends: 0, tables: 0, services: 0 }, []]);
   });
 
