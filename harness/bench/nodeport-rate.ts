@@ -6,11 +6,12 @@
  * range within seconds: what a real load balancer or a busy client does.
  *
  *   node dist/harness/bench/nodeport-rate.js [--seconds 6] [--concurrency 4] [--policy cluster|local|both]
- *                                    [--dataplane switchyard|none] [--keep]
+ *                                    [--dataplane switchyard|none] [--agent-arg ARG …] [--keep]
  *
  * Prints, per target, the rate of every 1-s slice, p50/p99/max, errors, and
  * the tc counters and the backends' TCP counters (PAWS, SYN retransmissions)
  * taken over the run. `--dataplane none` runs the direct baseline alone.
+ * `--agent-arg` (repeatable) passes a flag to both agents (say `--agent-arg=--ct-entries=1048576`).
  * The lab is removed at the end (unless --keep) and on SIGINT / SIGTERM.
  */
 import { execFileSync } from 'node:child_process';
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     prefix: { type: 'string', default: 'sybnr' },
     'api-port': { type: 'string', default: '19690' },
     keep: { type: 'boolean', default: false },
+    'agent-arg': { type: 'string', multiple: true, default: [] },
   },
 });
 
@@ -110,8 +112,8 @@ async function main(): Promise<void> {
   ];
   const v = lab.writeObjects(objs);
   if (values.dataplane === 'switchyard') {
-    await lab.startAgent('n1', Number(values['api-port']), [], { netns: true });
-    await lab.startAgent('n2', Number(values['api-port']) + 1, [], { netns: true });
+    await lab.startAgent('n1', Number(values['api-port']), values['agent-arg'], { netns: true });
+    await lab.startAgent('n2', Number(values['api-port']) + 1, values['agent-arg'], { netns: true });
     await lab.waitApplied(v, 20_000);
   }
   const direct = `direct@${EXT_DIRECT_SRC}=${BACKENDS.map((p) => `${lab.podIp(p)}:${PORT}`).join(',')}`;
