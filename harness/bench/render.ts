@@ -304,6 +304,11 @@ export function renderReport(r: Results): Record<string, string> {
   L.push('# switchyard against kube-proxy (iptables, nftables): benchmark report', '');
   L.push(`Command (root, repository root; \`switchyard-lab bench\` and \`bash scripts/bench.sh\` take the same options):`, '', '    ' + r.command, '');
   L.push(`Machine: \`${m.host}\`, ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Linux ${m.kernel}, ${m.os}; Node ${m.node}; ${m.kubeProxyVersion}; ${m.nft}; ${m.iptables}.`);
+  const typesOfRuns = r.runs ? machineTypes(r.runs) : [];
+  if (typesOfRuns.length > 1) {
+    const firstOf = (k: string) => r.runs!.find((x) => machineKey(x.machine) === k)!.machine;
+    L.push(`The runs of this report ran on ${typesOfRuns.length} machine types (${typesOfRuns.map((k, i) => `type ${typeLetter(i)}: ${firstOf(k).cpus} × ${firstOf(k).cpuModel}, ${firstOf(k).memoryGiB} GiB, Linux ${firstOf(k).kernel}`).join('; ')}); each block's type is in the Blocks section, and ratios are computed within a type only.`);
+  }
   L.push(`Load average at the start ${m.loadAverageStart.join(' / ')}${m.loadAverageEnd ? `, at the end ${m.loadAverageEnd.join(' / ')}` : ''}.${r.runs?.[0]?.revision ? ` switchyard at commit ${r.runs[0].revision}${r.runs.length > 1 ? ' (later runs: the Blocks section)' : ''}.` : ''}`);
   L.push(`Run: ${r.startedAt}${r.finishedAt ? ` → ${r.finishedAt} (${dur(totalS)})` : ' (unfinished: partial report)'}. Scales ${r.options.scales.map(n0).join(', ')} Services × ${r.options.endpoints} endpoints; latency ${r.options.latencyCount} connections per target, rate ${r.options.rateSeconds} s per target at ${r.options.concurrency} connections in flight, conntrack ${n0(r.options.conntrackConnections)} connections, ${r.options.reps} programming changes, churn ${r.options.churnRate}/s for ${r.options.churnSeconds} s; kube-proxy iptables mode on ${r.options.iptablesBackend === 'legacy' ? 'legacy iptables (x_tables: `iptables-legacy`, as the kube-proxy image picks on a legacy host)' : 'iptables-nft (the machine\'s `iptables`)'}.`);
   if (r.quick) L.push('', '**Quick run** (`--quick`): small scales and short durations, for checking that the benchmark and the report work. Its figures are not for comparison.');
@@ -412,10 +417,13 @@ export function renderReport(r: Results): Record<string, string> {
   if (lab) {
     L.push('## Blocks', '', 'Order of the run (one dataplane active at a time; the order rotates from scale to scale), which run made each block, the load average when it started, and what it took. A ratio between two blocks is computed only when both ran on the same machine.', '');
     if (r.runs && r.runs.length > 1) {
-      L.push(table(['run', 'command', 'switchyard commit', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.revision ?? '–', x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${machineKey(x.machine) !== machineKey(r.runs![0].machine) ? ' (**another machine**)' : bootOf(x.machine, r.runs!)}`]), ['---:', '---', '---', '---', '---', '---']), '');
-    }
-    if (r.runs && new Set(r.runs.map((x) => x.machine.bootId ?? '?')).size > 1) {
-      L.push('The runs share one machine type (CPU, memory, kernel build) but not one boot: each session here is a new VM of that type. Ratios between blocks of two boots are computed, as for one machine; each block carries its own direct baselines, which show how far two boots differ.', '');
+      const types = machineTypes(r.runs);
+      L.push(table(['run', 'command', 'switchyard commit', 'started', 'finished', 'machine'], r.runs.map((x, i) => [String(i + 1), `\`${x.command}\``, x.revision ?? '–', x.startedAt.slice(0, 19), x.finishedAt?.slice(0, 19) ?? 'unfinished', `${x.machine.host}, ${x.machine.cpus} × ${x.machine.cpuModel}, ${x.machine.memoryGiB} GiB, Linux ${x.machine.kernel}${types.length > 1 ? ` (**type ${typeLetter(types.indexOf(machineKey(x.machine)))}**)` : ''}${bootOf(x.machine, r.runs!)}`]), ['---:', '---', '---', '---', '---', '---']), '');
+      if (types.length > 1) {
+        L.push(`The runs come from ${types.length} machine types (${types.map((_, i) => `type ${typeLetter(i)}`).join(', ')}: CPU, memory and kernel build differ in at least one): a ratio between two blocks is computed only when both ran on one type; within a type, blocks of different boots are compared, each with its own direct baselines.`, '');
+      } else if (new Set(r.runs.map((x) => x.machine.bootId ?? '?')).size > 1) {
+        L.push('The runs share one machine type (CPU, memory, kernel build) but not one boot: each session here is a new VM of that type. Ratios between blocks of two boots are computed, as for one machine; each block carries its own direct baselines, which show how far two boots differ.', '');
+      }
     }
     L.push(table(['#', 'Services', 'dataplane', 'run', 'started', 'load at start', 'duration', 'notes'], r.blocks.map((b) => [
       String(b.order + 1), n0(b.services), LABEL[b.dataplane], String((b.run ?? 0) + 1), `${b.startedAt.slice(0, 10)} ${b.startedAt.slice(11, 19)}`,
@@ -435,6 +443,13 @@ export function renderReport(r: Results): Record<string, string> {
   files['report.md'] = L.join('\n');
   return files;
 }
+
+/** The machine types of the runs, in order of first appearance (machineKey). */
+function machineTypes(runs: RunInfo[]): string[] {
+  return [...new Set(runs.map((x) => machineKey(x.machine)))];
+}
+
+const typeLetter = (i: number) => String.fromCharCode(65 + (i % 26));
 
 /** ", boot N" when runs of one machine type came from more than one boot (boots numbered in order of first appearance). */
 function bootOf(m: Machine, runs: RunInfo[]): string {

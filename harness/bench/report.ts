@@ -724,7 +724,8 @@ function machine(kubeProxyBin: string): Machine {
 /** The commit whose agent is measured, "+" when the work tree differs from it; undefined outside a git checkout. */
 function revision(): string | undefined {
   try {
-    const head = sh('git', ['-C', repoRoot, 'rev-parse', '--short', 'HEAD']).trim();
+    // The last commit that changed what runs (not HEAD: results and docs commits in between do not change the agent).
+    const head = sh('git', ['-C', repoRoot, 'log', '-1', '--format=%h', '--', 'src', 'bpf', 'native', 'bin']).trim();
     const dirty = sh('git', ['-C', repoRoot, 'status', '--porcelain', '--untracked-files=no', '--', 'src', 'bpf', 'native', 'bin']).trim() !== '';
     return head + (dirty ? '+' : '');
   } catch {

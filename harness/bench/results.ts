@@ -156,7 +156,7 @@ export interface RunInfo {
   startedAt: string;
   finishedAt?: string;
   machine: Machine;
-  /** The switchyard commit measured (`git rev-parse --short HEAD`, "+" when the tree had changes), when the run could tell. */
+  /** The switchyard commit measured: the last that changed src, bpf, native or bin ("+" when the tree had changes there), when the run could tell. */
   revision?: string;
 }
 

@@ -134,7 +134,10 @@ test('blocks from several runs: the report names each block\'s run and load, and
   const rows = goalRows(md);
   assert.match(rows.find((x) => /at least 1.5×/.test(x))!, /not comparable: the two blocks ran on different machines .*\| not measured \|$/);
   const blocks = md.slice(md.indexOf('## Blocks'));
-  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| – \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*another machine\*\*\) \|/);
+  assert.match(blocks, /\| 2 \| `node dist\/harness\/bench\/report\.js --scales 10000 --resume x` \| – \| 2026-01-02T00:00:00 \| unfinished \| other, 8 × cpu, 24 GiB, Linux 6\.1 \(\*\*type B\*\*\) \|/);
+  assert.match(blocks, /The runs come from 2 machine types \(type A, type B: /);
+  assert.doesNotMatch(blocks, /share one machine type/);
+  assert.match(md, /^The runs of this report ran on 2 machine types \(type A: 2 × cpu, 24 GiB, Linux 6\.1; type B: 8 × cpu, 24 GiB, Linux 6\.1\)/m);
   assert.match(blocks, /\| 2 \| 10,000 \| kube-proxy iptables \| 2 \| 2026-01-01 00:00:00 \| 0\.42 \/ 0\.50 \/ 0\.60 \|/);
 });
 
