@@ -521,7 +521,7 @@ async function programmingScenario(api: Api, r: Running): Promise<NonNullable<Bl
   const out: NonNullable<BlockResult['programming']> = { samples, p50: quantile(ok, 0.5), p99: quantile(ok, 0.99), max: ok.length ? Math.max(...ok) : NaN, failedAttempts: failed };
   if (r.dp === 'switchyard') {
     // Where the agent's time went, change by change (a slow one among fast ones is the question).
-    const f = join(lab.state.stateDir, 'agent-n1.log');
+    const f = lab.agentLogPath('n1');
     if (existsSync(f)) out.agentApplies = agentApplies(readFileSync(f, 'utf8'), since);
   }
   return out;

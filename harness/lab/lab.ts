@@ -442,8 +442,13 @@ export class Lab {
     return existsSync(f) ? readFileSync(f, 'utf8').slice(-4000) : '(no log)';
   }
 
+  /** Where an agent's log goes (stdout and stderr of the process startAgent started). */
+  agentLogPath(node: string): string {
+    return join(this.state.stateDir, `agent-${node}.log`);
+  }
+
   agentLog(node: string): string {
-    const f = join(this.state.stateDir, `agent-${node}.log`);
+    const f = this.agentLogPath(node);
     return existsSync(f) ? readFileSync(f, 'utf8').slice(-4000) : '(no log)';
   }
 

@@ -80,17 +80,19 @@ export class Syncer {
     const apply = lap();
     const ext = external?.finish();
     const finish = lap();
-    const out: SyncOutcome = { res, ext, stepsMs: { prepare, apply, finish, attach: 0, afterApply: 0, reap: 0 } };
+    let attached: AttachedLink[] | undefined;
     if (!this.attachedOnce) {
-      out.attached = this.s.datapath.attach();
+      attached = this.s.datapath.attach();
       this.attachedOnce = true;
     }
-    out.stepsMs.attach = lap();
-    out.external = external?.afterApply(desired, nodeAddrs);
-    out.stepsMs.afterApply = lap();
-    out.reaped = this.reap(res.gone);
-    out.stepsMs.reap = lap();
-    return out;
+    const attach = lap();
+    const afterApply = external?.afterApply(desired, nodeAddrs);
+    const afterApplyMs = lap();
+    const reaped = this.reap(res.gone);
+    return {
+      res, ext, ...(attached ? { attached } : {}), external: afterApply, reaped,
+      stepsMs: { prepare, apply, finish, attach, afterApply: afterApplyMs, reap: lap() },
+    };
   }
 
   /** Step 6 alone, for a repair that removed backends (the periodic resync). */
